@@ -1,0 +1,120 @@
+"""Text normalisation and tokenisation shared by the lexical index and the hashing embedder.
+
+Latin-script words are lower-cased, stop-words dropped and (for the lexical index) stemmed with the
+Snowball English stemmer. CJK runs have no spaces between words, so they become overlapping
+character bigrams (a lone character stays a unigram): the standard CJK analyser recipe, which makes
+Chinese and Japanese searchable without a dictionary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most
+my myself no nor not now of off on once only or other our ours ourselves out over own same she should
+so some such than that the their theirs them themselves then there these they this those through to
+too under until up very was we were what when where which while who whom why will with would you
+your yours yourself yourselves s t d ll m re ve don didn doesn isn wasn weren won wouldn
+""".split())
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+def normalize(text: str) -> str:
+    """Unicode NFKC, case-folded, whitespace collapsed: what two texts must share to be 'the same'."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def content_hash(text: str) -> str:
+    """Stable hash of the normalised text (exact-duplicate detection)."""
+    return hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
+def is_cjk(token: str) -> bool:
+    return bool(_CJK_RUN.match(token))
+
+
+def _cjk_grams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i:i + 2] for i in range(len(run) - 1)]
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words without stop-words; CJK runs split into character bigrams. Not stemmed."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(text.lower()):
+        if is_cjk(tok):
+            out.extend(_cjk_grams(tok))
+        elif tok not in STOP_WORDS and (len(tok) > 1 or tok.isdigit()):
+            out.append(tok)
+    return out
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    if is_cjk(word) or word.isdigit():
+        return word
+    return _stemmer.stemWord(word)
+
+
+def terms(text: str) -> list[str]:
+    """Index terms for the lexical index: `words` stemmed."""
+    return [stem(w) for w in words(text)]
+
+
+def term_hash(term: str) -> int:
+    """A 63-bit hash that is the same in every process (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+_NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)*\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|"
+                     r"eleven|twelve|twenty|thirty|hundred|thousand|dozen|several|few|couple)\b", re.I)
+_TIME = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
+                   r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|"
+                   r"tomorrow|tonight|week|weekend|month|year|ago|last|next|since|morning|evening|"
+                   r"summer|winter|spring|autumn|fall)\b|\d{1,2}:\d\d|[年月日周]", re.I)
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
+
+
+def answer_cues(text: str) -> int:
+    """Bit flags saying which kinds of answer a text contains: 1 number, 2 time, 4 proper name.
+
+    Used as a mild prior when a question asks for that kind ("how many", "when", "where/who")."""
+    flags = 0
+    if _NUMBER.search(text):
+        flags |= 1
+    if _TIME.search(text):
+        flags |= 2
+    if _NAME.search(text):
+        flags |= 4
+    return flags
+
+
+_Q_NUMBER = re.compile(r"\bhow (?:many|much|long|often|old)\b|多少|几", re.I)
+_Q_TIME = re.compile(r"\bwhen\b|\bwhat (?:year|month|day|date|time)\b|\bhow long ago\b|什么时候|何时|哪一?年", re.I)
+_Q_NAME = re.compile(r"\bwho(?:m|se)?\b|\bwhere\b|\bwhich (?:city|country|place|person)\b|谁|哪里|在哪", re.I)
+
+
+def question_cues(query: str) -> int:
+    """Bit flags of the answer kinds a query asks for (same bits as `answer_cues`)."""
+    flags = 0
+    if _Q_NUMBER.search(query):
+        flags |= 1
+    if _Q_TIME.search(query):
+        flags |= 2
+    if _Q_NAME.search(query):
+        flags |= 4
+    return flags

@@ -1,0 +1,65 @@
+"""The `Embedder` interface every provider implements, and the checks every result passes."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import EmbeddingError, InvalidArgument
+
+
+class Embedder:
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension.
+
+    Subclasses set ``name`` (recorded in the store; a different name means different vectors) and
+    ``dim``, and implement ``_embed``. ``embed_query`` exists for models that embed queries and
+    passages differently; by default it is ``embed``.
+    """
+
+    name: str = "embedder"
+    dim: int = 0
+    #: True when the vectors are good enough to rank by (a real model); the hashing embedder is
+    #: only a lexical echo, so recall gives it a small weight by default (see Settings).
+    semantic: bool = False
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return self._validated(self._embed(texts), len(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+    def _embed(self, texts: list[str]) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release clients or sessions; the default has nothing to release."""
+
+    def _validated(self, vecs, n: int) -> np.ndarray:
+        try:
+            arr = np.asarray(vecs, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{self.name}: embedder returned something that is not a matrix") from exc
+        if arr.ndim != 2 or arr.shape[0] != n:
+            raise EmbeddingError(f"{self.name}: expected {n} vectors, got shape {arr.shape}")
+        if arr.shape[1] != self.dim:
+            raise EmbeddingError(f"{self.name}: expected dimension {self.dim}, got {arr.shape[1]}")
+        if not np.isfinite(arr).all():
+            raise EmbeddingError(f"{self.name}: embedder returned NaN or infinite values")
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return np.divide(arr, norms, out=np.zeros_like(arr), where=norms > 0)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} dim={self.dim}>"
+
+
+def _check_texts(texts) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise InvalidArgument("embed() takes a list of strings, e.g. embed(['some text'])")
+    for t in texts:
+        if not isinstance(t, str):
+            raise InvalidArgument(f"embed() takes strings, got {type(t).__name__}")
+    return list(texts)
