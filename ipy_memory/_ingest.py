@@ -1,0 +1,140 @@
+"""Turning remember() / remember_exchange() arguments into validated documents and sections."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _validate as v
+from ._markdown import default_title, parse
+from ._text import content_hash
+from .config import Settings
+from .errors import InvalidArgument
+
+_REMEMBER_KEYS = {"content", "title", "scope", "project", "importance", "ttl", "force", "replace", "metadata"}
+
+
+@dataclass
+class PreparedNode:
+    ord: int
+    parent_ord: int | None
+    depth: int
+    path: str
+    title: str
+    body: str
+    stored_body: str | None       # None: the body is the whole document content
+    metadata_json: str | None
+    hash: str
+
+
+@dataclass
+class Prepared:
+    content: str
+    title: str
+    scope: str
+    project: str | None
+    importance: float
+    ttl: float | None
+    force: bool
+    replace: str | None
+    metadata: dict | None
+    kind: str
+    nodes: list[PreparedNode]
+    hash: str
+    space: str = ""
+    vectors: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def embed_texts(self) -> list[str]:
+        return [f"{n.path}\n{n.body}" if n.path else (n.body or n.title) for n in self.nodes]
+
+    def project_name(self, default: str) -> str | None:
+        return (self.project or default) if self.scope == "project" else None
+
+
+def _common(scope, project, importance, ttl, metadata):
+    return (v.scope(scope), v.name(project, "project") if project is not None else None,
+            v.number(importance, "importance", 0.0, 1.0), v.ttl(ttl), v.metadata(metadata))
+
+
+def prepare(item: dict, settings: Settings) -> Prepared:
+    unknown = set(item) - _REMEMBER_KEYS
+    if unknown:
+        raise InvalidArgument(f"unknown argument(s) {sorted(unknown)}; remember() takes {sorted(_REMEMBER_KEYS)}")
+    if "content" not in item:
+        raise InvalidArgument("missing 'content': the text to remember")
+    content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
+    title = v.optional_text(item.get("title"), "title")
+    scope, project, importance, ttl, metadata = _common(item.get("scope", "project"), item.get("project"),
+                                                         item.get("importance", 0.6), item.get("ttl"),
+                                                         item.get("metadata"))
+    force = v.flag(item.get("force", False), "force")
+    replace = item.get("replace")
+    if replace is not None:
+        doc_id, ord_ = v.memory_id(replace)
+        if ord_ is not None:
+            raise InvalidArgument(f"replace takes a memory id like 'm-0123456789abcdef', not a section id ({replace!r})")
+        replace = doc_id
+    sections = parse(content)
+    nodes = []
+    for i, sec in enumerate(sections):
+        single = len(sections) == 1 and sec.body == content
+        nodes.append(PreparedNode(ord=i, parent_ord=sec.parent if sec.parent >= 0 else None, depth=sec.level,
+                                  path=sec.path, title=sec.title or (title or "") if i == 0 else sec.title,
+                                  body=sec.body, stored_body=None if single else sec.body, metadata_json=None,
+                                  hash=content_hash(sec.title + "\n" + sec.body)))
+    return Prepared(content=content, title=title or default_title(content, sections), scope=scope, project=project,
+                    importance=importance, ttl=ttl, force=force, replace=replace, metadata=metadata, kind="note",
+                    nodes=nodes, hash=content_hash(content))
+
+
+def _message_text(msg: dict, i: int) -> str:
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI / Anthropic content parts: keep the text ones
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+                parts.append(str(part.get("text", "")))
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    raise InvalidArgument(f"message {i}: content must be a str or a list of content parts")
+
+
+_TRIVIAL = {"ok", "okay", "thanks", "thank you", "yes", "no", "sure", "k", "继续", "好的", "好", "谢谢", "嗯"}
+
+
+def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, metadata, settings: Settings) -> Prepared:
+    session_id = v.text(session_id, "session_id", max_chars=256)
+    if not isinstance(messages, list):
+        raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
+    scope, project, importance, ttl, metadata = _common(scope, project, importance, ttl, metadata)
+    nodes, lines = [], []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or "role" not in msg:
+            raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
+        text = _message_text(msg, i).strip()
+        if not text or text.lower().strip(" .!") in _TRIVIAL:
+            continue
+        v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
+        speaker = v.optional_text(msg.get("name"), f"message {i} name", max_chars=200) or str(msg["role"])
+        node_meta = v.metadata(msg.get("metadata"))
+        nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=f"{session_id}/{speaker}",
+                                  title=speaker, body=text, stored_body=text,
+                                  metadata_json=json.dumps(node_meta, ensure_ascii=False) if node_meta else None,
+                                  hash=content_hash(speaker + "\n" + text)))
+        lines.append(f"{speaker}: {text}")
+    if not nodes:
+        raise InvalidArgument("the exchange has no non-trivial text messages to remember")
+    content = "\n\n".join(lines)
+    if len(content) > settings.max_content_chars:
+        raise InvalidArgument(f"the exchange has {len(content):,} characters; the limit is {settings.max_content_chars:,}")
+    return Prepared(content=content, title=session_id, scope=scope, project=project, importance=importance, ttl=ttl,
+                    force=True, replace=None, metadata=metadata, kind="exchange", nodes=nodes,
+                    hash=content_hash(session_id + "\n" + content))

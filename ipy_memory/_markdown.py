@@ -1,0 +1,96 @@
+"""Markdown -> a flat list of sections in document order, each knowing its heading chain.
+
+Only what memory needs: ATX (`## x`) and setext (`x` underlined by `===`/`---`) headings, fenced
+code blocks (whose `#` lines are code, not headings; an unclosed fence runs to the end) and a
+leading YAML front-matter block (kept as text, never parsed into headings).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FRONT_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
+_SENTENCE = re.compile(r"^(.{1,120}?)(?:[.!?。！？](?:\s|$)|\n|$)", re.S)
+
+
+@dataclass
+class Section:
+    level: int          # 0 for the text before the first heading
+    title: str
+    path: str           # heading chain joined by "/"
+    body: str
+    parent: int         # index of the enclosing section, -1 for top level
+
+
+def _clean_heading(text: str) -> str:
+    return " ".join(text.replace("/", "∕").split())  # "/" separates path parts
+
+
+def parse(text: str) -> list[Section]:
+    lines = text.splitlines()
+    headings: list[tuple[int, int, str]] = []   # (line index, level, title); setext uses the text line
+    skip: set[int] = set()                        # underline lines of setext headings
+    fence: str | None = None
+    start = 0
+    if lines and lines[0].strip() == "---":     # front matter: opaque text up to its closing line
+        for j in range(1, len(lines)):
+            if _FRONT_END.match(lines[j]):
+                start = j + 1
+                break
+    para_start = -1                               # first line of the current paragraph, or -1
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if fence is not None:
+            m = _FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(m.group(1)[0]):
+                fence = None
+            continue
+        m = _FENCE.match(line)
+        if m:
+            fence, para_start = m.group(1), -1
+            continue
+        m = _ATX.match(line)
+        if m:
+            headings.append((i, len(m.group(1)), _clean_heading(m.group(2) or "")))
+            para_start = -1
+            continue
+        if _SETEXT.match(line) and para_start >= 0:
+            title = " ".join(ln.strip() for ln in lines[para_start:i])
+            headings.append((para_start, 1 if line.strip()[0] == "=" else 2, _clean_heading(title)))
+            skip.update(range(para_start + 1, i + 1))
+            para_start = -1
+            continue
+        if not line.strip() or line.startswith(("    ", "\t")):
+            para_start = -1
+        elif para_start < 0:
+            para_start = i
+
+    sections: list[Section] = []
+    first = headings[0][0] if headings else len(lines)
+    root = "\n".join(lines[:first]).strip()
+    if root or not headings:
+        sections.append(Section(0, "", "", root, -1))
+    stack: list[tuple[int, int]] = []            # (level, section index)
+    for n, (i, level, title) in enumerate(headings):
+        end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
+        body = "\n".join(ln for j, ln in enumerate(lines[i + 1:end], i + 1) if j not in skip).strip()
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        parent = stack[-1][1] if stack else -1
+        path = f"{sections[parent].path}/{title}" if parent >= 0 else title
+        sections.append(Section(level, title, path, body, parent))
+        stack.append((level, len(sections) - 1))
+    return sections
+
+
+def default_title(text: str, sections: list[Section]) -> str:
+    """The first heading, else the first sentence (at most 120 characters)."""
+    for s in sections:
+        if s.level and s.title:
+            return s.title
+    m = _SENTENCE.match(text.strip())
+    return " ".join((m.group(1) if m else text.strip()[:120]).split())

@@ -1,0 +1,128 @@
+"""Argument checks shared by every public entry point; each failure says what to pass instead."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .config import SCOPES
+from .errors import InvalidArgument
+
+ID_RE = re.compile(r"^m-[0-9a-f]{16}(?:#(\d{1,7}))?$")
+_NAME_BAD = re.compile(r"[\x00-\x1f\x7f]")
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+MAX_TTL = 100 * 365 * 86_400.0
+
+
+def text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        raise InvalidArgument(f"{what} must be str, not bytes: decode it first, e.g. data.decode('utf-8')")
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidArgument(f"{what} is empty: pass some text")
+    if "\x00" in value:
+        raise InvalidArgument(f"{what} contains a NUL byte (\\x00): remove it")
+    if _LONE_SURROGATE.search(value):
+        raise InvalidArgument(f"{what} contains a lone surrogate (invalid Unicode): "
+                              "decode bytes with errors='replace' first")
+    if len(value) > max_chars:
+        raise InvalidArgument(f"{what} has {len(value):,} characters; the limit is {max_chars:,} "
+                              "(split it, or raise Settings.max_content_chars)")
+    return value
+
+
+def optional_text(value: Any, what: str, *, max_chars: int = 1000) -> str | None:
+    if value is None:
+        return None
+    return text(value, what, max_chars=max_chars)
+
+
+def integer(value: Any, what: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an int between {lo} and {hi}, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{what} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def number(value: Any, what: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidArgument(f"{what} must be a finite number between {lo} and {hi}, got {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{what} must be between {lo} and {hi}, got {value}")
+    return float(value)
+
+
+def flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be True or False, not {value!r}")
+    return value
+
+
+def scope(value: Any) -> str:
+    if value not in SCOPES:
+        raise InvalidArgument(f"scope must be one of {', '.join(SCOPES)}, got {value!r}")
+    return value
+
+
+def scopes(value: Any) -> tuple[str, ...]:
+    """'project+global' -> ('project', 'global')."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"scope must be a str such as 'project+global', got {value!r}")
+    parts = tuple(dict.fromkeys(p.strip() for p in value.split("+")))
+    for p in parts:
+        if p not in SCOPES:
+            raise InvalidArgument(f"unknown scope {p!r} in {value!r}: use session, project, global "
+                                  "or a '+'-joined combination")
+    return parts
+
+
+def ttl(value: Any) -> float | None:
+    if value is None or value == 0:
+        return None
+    return number(value, "ttl (seconds; 0 or None = the scope's default)", 0, MAX_TTL)
+
+
+def name(value: Any, what: str) -> str:
+    """A project or session name: never a path that could escape the data dir."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{what} must be a non-empty str, got {value!r}")
+    if len(value) > 256:
+        raise InvalidArgument(f"{what} is longer than 256 characters")
+    if _NAME_BAD.search(value) or _LONE_SURROGATE.search(value):
+        raise InvalidArgument(f"{what} contains control characters or NUL: use plain text")
+    if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", value):
+        raise InvalidArgument(f"{what} {value!r} looks like an absolute path: use a name such as 'myproject'")
+    if any(seg in ("..", ".") for seg in re.split(r"[\\/]", value)):
+        raise InvalidArgument(f"{what} {value!r} contains a '..' or '.' path segment: use a plain name")
+    return value
+
+
+def memory_id(value: Any) -> tuple[str, int | None]:
+    """'m-0123456789abcdef' (a document) or 'm-0123456789abcdef#3' (one of its sections)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"id must be a str like 'm-0123456789abcdef', not {type(value).__name__}")
+    m = ID_RE.match(value)
+    if not m:
+        raise InvalidArgument(f"{value[:80]!r} is not a memory id: ids look like 'm-0123456789abcdef' "
+                              "(a memory) or 'm-0123456789abcdef#2' (one of its sections)")
+    return value.split("#")[0], (int(m.group(1)) if m.group(1) else None)
+
+
+def metadata(value: Any) -> dict | None:
+    import json
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"metadata must be a dict, not {type(value).__name__}")
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
+    if len(encoded) > 100_000:
+        raise InvalidArgument("metadata is larger than 100 kB once encoded as JSON")
+    if _LONE_SURROGATE.search(encoded) or "\\u0000" in encoded:
+        raise InvalidArgument("metadata contains NUL or lone surrogates")
+    return value

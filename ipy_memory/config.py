@@ -1,0 +1,131 @@
+"""Settings, environment variables and the data-dir / project / session defaults.
+
+Every retrieval weight lives here with the default chosen by measurement (see BENCHMARKS.md);
+none of them is keyed to a particular data set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Callable
+
+from .errors import InvalidArgument
+
+DAY = 86_400.0
+SCOPES = ("session", "project", "global")
+
+
+def _default_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    # input limits
+    max_content_chars: int = 1_000_000
+    # scopes: default TTL in seconds (None = never expires)
+    ttl_session: float | None = 30 * DAY
+    ttl_project: float | None = 90 * DAY
+    ttl_global: float | None = None
+    # duplicates
+    dedup_threshold: float = 0.92
+    # lexical ranking (BM25 over stemmed terms)
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    neighbor_weights: tuple[float, ...] = (0.5, 0.25)   # context lent by sections/turns at distance 1, 2
+    parent_weight: float = 0.25                        # roll-up of the whole document's own score
+    title_weight: float = 0.5                          # query names a heading / speaker of the node
+    cue_weight: float = 0.1                            # node holds the kind of answer asked for
+    sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
+    # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
+    vector_weight_semantic: float = 0.5
+    vector_weight_hash: float = 0.0
+    candidates: int = 100
+    # priors (mild): importance in [0, 1] around 0.6, recency with a half-life
+    importance_weight: float = 0.05
+    recency_weight: float = 0.05
+    recency_half_life: float = 30 * DAY
+    # vector index
+    exact_threshold: int = 20_000       # below this many vectors in a space, search exactly
+    hnsw_connectivity: int = 16
+    hnsw_expansion_add: int = 128
+    hnsw_expansion_search: int = 256
+    hnsw_tail: int = 20_000             # vectors added since the graph was built are searched exactly
+    # recall block
+    locale: str = "en"
+    token_counter: Callable[[str], int] = field(default=_default_tokens, compare=False, repr=False)
+
+    def ttl_for(self, scope: str) -> float | None:
+        return {"session": self.ttl_session, "project": self.ttl_project, "global": self.ttl_global}[scope]
+
+    def with_(self, **changes) -> "Settings":
+        known = {f.name for f in fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise InvalidArgument(f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+        return replace(self, **changes)
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """IPY_MEMORY_<name>, with the older MEMORY_TREE_<name> accepted as an alias."""
+    for prefix in ("IPY_MEMORY_", "MEMORY_TREE_"):
+        value = os.environ.get(prefix + name)
+        if value:
+            return value
+    return default
+
+
+def default_data_dir() -> Path:
+    """IPY_MEMORY_DATA_DIR, else the platform's per-user data dir."""
+    explicit = env("DATA_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "ipy_memory"
+
+
+_SCP_REMOTE = re.compile(r"^[\w.-]+@([\w.-]+):(.+)$")
+
+
+def normalize_remote(url: str) -> str:
+    """git@github.com:org/repo.git and https://github.com/org/repo -> github.com/org/repo."""
+    url = url.strip()
+    m = _SCP_REMOTE.match(url)
+    if m:
+        url = f"{m.group(1)}/{m.group(2)}"
+    url = re.sub(r"^[a-z+]+://", "", url)
+    url = re.sub(r"^[^@/]+@", "", url)       # credentials never become part of a name
+    url = re.sub(r"\.git$", "", url.rstrip("/"))
+    return url.lower()
+
+
+def default_project(cwd: str | os.PathLike | None = None) -> str:
+    """The git remote of the working directory, else its absolute path as a file:// name."""
+    cwd = Path(cwd or os.getcwd()).resolve()
+    try:
+        out = subprocess.run(["git", "-C", str(cwd), "config", "--get", "remote.origin.url"],
+                             capture_output=True, text=True, timeout=2)
+        if out.returncode == 0 and out.stdout.strip():
+            return normalize_remote(out.stdout)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "file://" + cwd.as_posix()
+
+
+_PROCESS_SESSION = uuid.uuid4().hex[:16]
+
+
+def default_session() -> str:
+    """One session id per process (one per kernel)."""
+    return _PROCESS_SESSION

@@ -1,0 +1,312 @@
+"""Transport shared by the HTTP embedding providers (see remote.py).
+
+One ``httpx.Client`` per embedder; texts are cut into batches that a small thread pool sends
+concurrently; transient failures (connect errors, timeouts, 429, 5xx) are retried a bounded number
+of times with exponential backoff and jitter, honouring ``Retry-After``; every response is checked
+(well-formed JSON, one finite vector per input, the expected dimension) before it is used.
+
+Only the configured endpoint is contacted, and nothing else is sent. The API key is held in a
+`_Secret` whose repr is masked and is scrubbed from every error message.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import math
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import httpx
+import numpy as np
+
+from ..errors import EmbeddingError, InvalidArgument
+from .base import Embedder
+
+
+class _Secret:
+    """An API key that never shows itself in a repr, a str or a traceback's locals."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | None):
+        self.value = value or None
+
+    def __repr__(self) -> str:
+        return "<secret>" if self.value else "<none>"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return self.value is not None
+
+
+def check_positive_int(owner: str, name: str, value, *, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum and value > maximum):
+        upper = f" and at most {maximum}" if maximum else ""
+        raise InvalidArgument(f"{owner}: {name} must be an integer of at least 1{upper}, got {value!r}")
+    return value
+
+
+def check_positive_float(owner: str, name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidArgument(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def check_text(owner: str, name: str, value, example: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{owner}: {name} must be a non-empty string such as {example!r}, got {value!r}")
+    return value.strip()
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Parse a Retry-After header: delta-seconds, or an HTTP date."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _retryable(status: int) -> bool:
+    # 408/429 and server errors are transient; 501 (not implemented) will not change on retry.
+    return status in (408, 429) or (500 <= status < 600 and status != 501)
+
+
+class HttpEmbedder(Embedder):
+    """Base of the HTTP providers: transport, batching, retries and response checks.
+
+    Subclasses set ``provider``, ``endpoint`` and ``default_batch_size`` and implement
+    ``_payload(texts)`` and ``_rows(body, n)``. ``dim`` is the dimension given by the caller, else
+    learnt from the first response; reading ``dim`` (or ``name``, which contains it) before any
+    call sends one short probe request to learn it.
+
+    Blank texts are not sent (most APIs reject them); they embed to the zero vector.
+    """
+
+    provider = "http"
+    endpoint = "/embeddings"
+    default_batch_size = 64
+    semantic = True
+
+    def __init__(self, *, base_url: str, model: str, api_key: str | None = None, dim: int | None = None,
+                 batch_size: int | None = None, max_concurrency: int = 4, timeout: float = 60.0,
+                 connect_timeout: float = 10.0, max_attempts: int = 4, backoff: float = 0.5,
+                 max_backoff: float = 30.0, sleep: Callable[[float], Any] = time.sleep,
+                 transport: httpx.BaseTransport | None = None):
+        owner = self.provider
+        self.model = check_text(owner, "model", model, "text-embedding-3-small")
+        self.url, self.display_url = self._endpoint_url(base_url)
+        if api_key is not None and not isinstance(api_key, str):
+            raise InvalidArgument(f"{owner}: api_key must be a string or None, got {type(api_key).__name__}")
+        self._key = _Secret(api_key.strip() if api_key else None)
+        self._dim = None if dim is None else check_positive_int(owner, "dim", dim)
+        self.batch_size = check_positive_int(owner, "batch_size", batch_size or self.default_batch_size)
+        self.max_concurrency = check_positive_int(owner, "max_concurrency", max_concurrency, maximum=32)
+        self.max_attempts = check_positive_int(owner, "max_attempts", max_attempts, maximum=20)
+        self.backoff = check_positive_float(owner, "backoff", backoff)
+        self.max_backoff = check_positive_float(owner, "max_backoff", max_backoff)
+        if not callable(sleep):
+            raise InvalidArgument(f"{owner}: sleep must be a function taking seconds, like time.sleep")
+        self._sleep = sleep
+        headers = {"Accept": "application/json", "User-Agent": "ipy-memory"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key.value}"
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(check_positive_float(owner, "timeout", timeout),
+                                  connect=check_positive_float(owner, "connect_timeout", connect_timeout)),
+            headers=headers, transport=transport, follow_redirects=False)
+        self._dim_lock = threading.Lock()
+
+    # -- identity ---------------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            with self._dim_lock:
+                if self._dim is None:  # probe once; a concurrent embed() may have learnt it meanwhile
+                    self._learn_dim(self._embed_batch(["dimension probe"]).shape[1])
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}:{self.model}:{self.dim}"
+
+    def __repr__(self) -> str:  # must not probe the network, and never shows the key
+        return (f"<{type(self).__name__} {self.provider}:{self.model} dim={self._dim or '?'} "
+                f"url={self.display_url}>")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- subclass hooks ---------------------------------------------------------------------------
+
+    def _payload(self, texts: list[str]) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _rows(self, body: Any, n: int, status: int) -> list:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- embedding --------------------------------------------------------------------------------
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        live = [i for i, t in enumerate(texts) if t.strip()]
+        batches = [live[i:i + self.batch_size] for i in range(0, len(live), self.batch_size)]
+        results = self._map(lambda idx: self._embed_batch([texts[i] for i in idx]), batches)
+        for r in results:
+            self._learn_dim(r.shape[1])
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for idx, r in zip(batches, results):
+            out[idx] = r
+        return out
+
+    def _map(self, fn, batches: list) -> list:
+        if len(batches) <= 1 or self.max_concurrency == 1:
+            return [fn(b) for b in batches]
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(batches)),
+                                thread_name_prefix=f"ipy-memory-{self.provider}") as pool:
+            futures = [pool.submit(fn, b) for b in batches]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:  # don't send the batches still queued once one has failed
+                    f.cancel()
+                raise
+
+    def _learn_dim(self, d: int) -> None:
+        if self._dim is None:
+            self._dim = d
+        elif d != self._dim:
+            raise self._error(f"expected dimension {self._dim}, got {d}", 200)
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        body, status = self._post(self._payload(texts))
+        rows = self._rows(body, len(texts), status)
+        try:
+            arr = np.asarray(rows)
+        except ValueError:
+            raise self._error("vectors of different lengths in the response", status) from None
+        if arr.dtype.kind not in "fi" or arr.ndim != 2 or arr.shape[0] != len(texts):
+            raise self._error(f"expected {len(texts)} numeric vectors, got an array of shape {arr.shape} "
+                              f"and type {arr.dtype}", status)
+        if self._dim is not None and arr.shape[1] != self._dim:
+            raise self._error(f"expected dimension {self._dim}, got {arr.shape[1]}", status)
+        if arr.shape[1] == 0:
+            raise self._error("the response has empty vectors", status)
+        arr = arr.astype(np.float32)
+        if not np.isfinite(arr).all():
+            raise self._error("the response has NaN or infinite values", status)
+        return arr
+
+    @staticmethod
+    def _decode_vector(value):
+        """A vector as a list of numbers, or as base64 of little-endian float32 (encoding_format=base64)."""
+        if isinstance(value, str):
+            try:
+                return np.frombuffer(base64.b64decode(value, validate=True), dtype="<f4").tolist()
+            except ValueError:
+                return None
+        return value
+
+    # -- transport --------------------------------------------------------------------------------
+
+    def _endpoint_url(self, base_url) -> tuple[str, str]:
+        example = getattr(self, "default_base_url", "https://api.example.com/v1")
+        base = check_text(self.provider, "base_url", base_url, example).rstrip("/")
+        try:
+            url = httpx.URL(base if base.endswith(self.endpoint) else base + self.endpoint)
+        except (httpx.InvalidURL, TypeError, ValueError):
+            url = None
+        if url is None or url.scheme not in ("http", "https") or not url.host:
+            raise InvalidArgument(f"{self.provider}: base_url must be an http(s) URL such as {example!r}, "
+                                  f"got {base_url!r}")
+        return str(url), str(url.copy_with(userinfo=b"", query=None))  # no credentials in messages
+
+    def _post(self, payload: dict) -> tuple[Any, int]:
+        """POST ``payload`` as JSON; return (decoded body, status), retrying transient failures."""
+        problem = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            retry_after = None
+            try:
+                response = self._client.post(self.url, json=payload)
+            except httpx.TimeoutException as exc:
+                problem = f"timed out ({type(exc).__name__})"
+            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                problem = f"connection failed ({type(exc).__name__}: {exc})"
+            except httpx.HTTPError as exc:  # e.g. an unsupported protocol: retrying cannot help
+                raise self._error(f"request failed ({type(exc).__name__}: {exc})") from None
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    try:
+                        return response.json(), status
+                    except ValueError:
+                        raise self._error(f"response is not valid JSON: {self._snippet(response)}", status) from None
+                problem = f"HTTP {status}: {self._detail(response)}"
+                if not _retryable(status):
+                    raise self._error(problem + self._hint(status))
+                retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
+            if attempt < self.max_attempts:
+                self._sleep(self._delay(attempt, retry_after))
+        raise self._error(f"gave up after {self.max_attempts} attempt(s); last: {problem}")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:  # the server said when: do as told, within our cap
+            return min(retry_after, self.max_backoff)
+        # exponential backoff with jitter, so concurrent batches don't retry in lockstep
+        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+    def _hint(self, status: int) -> str:
+        if status in (401, 403):
+            return f" (check the API key: {self._key_hint()})"
+        if status == 404:
+            return " (check the base URL and the model name)"
+        return ""
+
+    def _key_hint(self) -> str:
+        return "pass api_key=... or set IPY_MEMORY_API_KEY"
+
+    def _snippet(self, response: httpx.Response, limit: int = 200) -> str:
+        text = " ".join(response.text.split())
+        return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+    def _detail(self, response: httpx.Response) -> str:
+        """The error message out of an OpenAI/DashScope ({"error": {"message"}}) or Ollama
+        ({"error": "..."}) error body, else a short snippet of the body."""
+        try:
+            err = response.json().get("error")
+            msg = err.get("message") if isinstance(err, dict) else err
+            if isinstance(msg, str) and msg.strip():
+                return " ".join(msg.split())[:300]
+        except (ValueError, AttributeError):
+            pass
+        return self._snippet(response) if response.content else "(empty body)"
+
+    def _error(self, what: str, status: int | None = None) -> EmbeddingError:
+        where = f"POST {self.display_url}" + (f" (HTTP {status})" if status is not None else "")
+        message = f"{self.provider} embeddings ({self.model}): {where}: {what}"
+        if self._key:  # a server may echo the key back; it must never reach a message
+            message = message.replace(self._key.value, "***")
+        return EmbeddingError(message)
+
+    def _bad(self, what: str, status: int) -> EmbeddingError:
+        return self._error(f"unexpected response: {what}", status)

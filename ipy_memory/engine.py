@@ -1,0 +1,427 @@
+"""MemoryEngine: remember / recall / forget / list over a SQLite store with derived indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import _validate as v
+from . import block as _block
+from ._ingest import Prepared, prepare, prepare_exchange
+from ._recall import Candidate, rank
+from ._shards import Shards
+from .config import Settings, default_data_dir, default_project, default_session
+from .embeddings import Embedder, get_embedder
+from .embeddings import env as _env
+from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
+from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
+from .store import NODE_SELECT, Store, encode_vec
+
+_DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
+             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
+             "expires_at, tier, metadata")
+
+
+def _memory(row) -> Memory:
+    return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
+
+
+class MemoryEngine:
+    """Long-term memory over one data dir. Safe to open from several processes at once.
+
+    >>> with MemoryEngine("/tmp/mem", project="demo") as mem:      # doctest: +SKIP
+    ...     mem.remember("# Setup\\nUse conda env `ds`.")
+    ...     print(mem.recall("which conda env?").block)
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, *, embedder: Embedder | str | None = None,
+                 project: str | None = None, session: str | None = None, read_only: bool = False,
+                 settings: Settings | None = None, clock: Callable[[], float] | None = None):
+        if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+            raise InvalidArgument(f"data_dir must be a path (str or pathlib.Path), not {type(data_dir).__name__}")
+        if settings is not None and not isinstance(settings, Settings):
+            raise InvalidArgument("settings must be an ipy_memory.Settings (e.g. Settings().with_(dedup_threshold=0.9))")
+        self.settings = settings or Settings()
+        self.clock = clock or time.time
+        self.read_only = v.flag(read_only, "read_only")
+        self.project = v.name(project, "project") if project is not None else default_project()
+        self.session = v.name(session, "session") if session is not None else default_session()
+        self.data_dir = Path(data_dir if data_dir is not None else default_data_dir()).expanduser().resolve()
+        self.store = Store(self.data_dir, read_only=self.read_only)
+        try:
+            self.embedder = self._open_embedder(embedder)
+            self.shards = Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index")
+        except BaseException:
+            self.store.close()
+            raise
+        self._closed = False
+        self._next_purge = 0.0
+
+    def _open_embedder(self, embedder) -> Embedder:
+        recorded = self.store.get_meta("embedder")
+        preset = embedder if isinstance(embedder, str) else None
+        if embedder is None:
+            preset = _env("EMBED_PRESET") or self.store.get_meta("embedder_preset") or "hash"
+        emb = get_embedder(preset if embedder is None or preset else embedder)
+        if recorded is None:
+            if not self.read_only:
+                with self.store.write() as db:
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)", (emb.name, str(emb.dim)))
+                    if preset:
+                        db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder_preset', ?)", (preset,))
+        elif recorded != emb.name:
+            raise EmbedderMismatch(
+                f"{self.store.path} was built with embedder {recorded!r} (dim {self.store.get_meta('dim')}), "
+                f"not {emb.name!r} (dim {emb.dim}). Open it with the original embedder, or re-embed it: "
+                f"MemoryEngine(data_dir, embedder=<old>).reembed(<new>)")
+        return emb
+
+    # ------------------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "MemoryEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        try:
+            self.shards.save()
+        finally:
+            self.embedder.close()
+            self.store.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("this MemoryEngine is closed: open a new one")
+
+    def __repr__(self) -> str:
+        return f"<MemoryEngine {self.data_dir} project={self.project!r} embedder={self.embedder.name}>"
+
+    # ------------------------------------------------------------------------------ spaces
+    def _space(self, scope: str, project: str | None = None, session: str | None = None) -> str:
+        if scope == "global":
+            return "global"
+        if scope == "session":
+            return "session:" + (session or self.session)
+        return "project:" + (project or self.project)
+
+    def _spaces(self, scope: str, project: str | None, session: str | None) -> list[str]:
+        return [self._space(s, project, session) for s in v.scopes(scope)]
+
+    # ------------------------------------------------------------------------------ writing
+    def remember(self, content: str, *, title: str | None = None, scope: str = "project", project: str | None = None,
+                 importance: float = 0.6, ttl: float | None = None, force: bool = False, replace: str | None = None,
+                 metadata: dict | None = None) -> RememberResult:
+        """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult."""
+        item = dict(content=content, title=title, scope=scope, project=project, importance=importance,
+                    ttl=ttl, force=force, replace=replace, metadata=metadata)
+        return self._write([self._prepare(item)])[0]
+
+    def remember_many(self, items: Iterable[str | dict]) -> list[RememberResult]:
+        """Store many memories in one transaction (each a str, or a dict of remember()'s arguments)."""
+        if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+            raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
+        preps = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                item = {"content": item}
+            if not isinstance(item, dict):
+                raise InvalidArgument(f"item {i} must be a str or a dict with 'content', not {type(item).__name__}")
+            try:
+                preps.append(self._prepare(item))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"item {i}: {exc}") from None
+        return self._write(preps) if preps else []
+
+    def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",
+                          project: str | None = None, importance: float = 0.6, ttl: float | None = None,
+                          metadata: dict | None = None) -> RememberResult:
+        """Store a chat exchange as one document with a section per message (OpenAI or Anthropic shapes)."""
+        prep = prepare_exchange(session_id, messages, scope=scope, project=project, importance=importance,
+                                ttl=ttl, metadata=metadata, settings=self.settings)
+        prep.space = self._space(prep.scope, prep.project)
+        return self._write([prep])[0]
+
+    def _prepare(self, item: dict) -> Prepared:
+        prep = prepare(item, self.settings)
+        prep.space = self._space(prep.scope, prep.project)
+        return prep
+
+    def _write(self, preps: list[Prepared]) -> list[RememberResult]:
+        self._check_open()
+        if self.read_only:
+            from .errors import ReadOnlyError
+            raise ReadOnlyError(f"{self.store.path} is open read-only: open a MemoryEngine without read_only=True to write")
+        now = self.clock()
+        texts = [t for p in preps for t in p.embed_texts]
+        vecs = self.embedder.embed(texts)          # before the transaction: a failed call writes nothing
+        offset = 0
+        for p in preps:
+            p.vectors = vecs[offset: offset + len(p.nodes)]
+            offset += len(p.nodes)
+        self.shards.sync()
+        for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
+            if not p.force:
+                self.shards.get(p.space)
+        results: list[RememberResult] = []
+        with self.store.write() as db:
+            seen: dict[tuple[str, str], RememberResult] = {}
+            for p in preps:
+                results.append(self._write_one(db, p, now, seen))
+        self.shards.sync(force=True)
+        self._maybe_purge(now)
+        return results
+
+    def _write_one(self, db, p: Prepared, now: float, seen: dict) -> RememberResult:
+        ttl = p.ttl if p.ttl is not None else self.settings.ttl_for(p.scope)
+        expires = None if ttl is None else now + ttl
+        base = dict(node_count=len(p.nodes), space=p.space, scope=p.scope, expires_at=expires)
+        if p.replace is None and (p.space, p.hash) in seen:
+            prior = seen[(p.space, p.hash)]
+            return RememberResult(id=prior.id, document_id=prior.id, deduped=True, **base)
+        if p.replace is None:
+            row = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE space = ? AND content_hash = ? AND "
+                             "(expires_at IS NULL OR expires_at > ?) LIMIT 1", (p.space, p.hash, now)).fetchone()
+            if row:
+                return RememberResult(id=row[0], document_id=row[0], deduped=True, existing=_memory(row), **base)
+            if not p.force:
+                dup = self._semantic_duplicate(db, p, now)
+                if dup:
+                    return RememberResult(id=dup[0].id, document_id=dup[0].id, duplicate=True, existing=dup[0],
+                                          similarity=dup[1], **base)
+        doc_id = p.replace or "m-" + secrets.token_hex(8)
+        meta = json.dumps(p.metadata, ensure_ascii=False) if p.metadata is not None else None
+        if p.replace is not None:
+            old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
+                             "WHERE d.id = ?", (doc_id,)).fetchall()
+            if not db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone():
+                raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", old)
+            db.execute("DELETE FROM nodes WHERE document_id = ?", (doc_id,))
+            db.execute("UPDATE documents SET space=?, scope=?, project=?, session=?, kind=?, title=?, content=?, "
+                       "content_hash=?, importance=?, metadata=?, updated_at=?, accessed_at=?, expires_at=? WHERE id=?",
+                       (p.space, p.scope, p.project_name(self.project), self.session, p.kind, p.title, p.content,
+                        p.hash, p.importance, meta, now, now, expires, doc_id))
+        else:
+            db.execute("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
+                       "importance, metadata, created_at, updated_at, accessed_at, expires_at) "
+                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (doc_id, p.space, p.scope, p.project_name(self.project), self.session, p.kind, p.title,
+                        p.content, p.hash, p.importance, meta, now, now, now, expires))
+        for node, vec in zip(p.nodes, p.vectors):
+            cur = db.execute("INSERT INTO nodes (document_id, ord, parent_ord, depth, path, title, body, metadata, "
+                             "content_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+                             (doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,
+                              node.stored_body, node.metadata_json, node.hash))
+            db.execute("INSERT INTO vectors VALUES (?, ?)", (cur.lastrowid, encode_vec(vec)))
+            db.execute("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", (cur.lastrowid, p.space))
+        result = RememberResult(id=doc_id, document_id=doc_id, **base)
+        seen[(p.space, p.hash)] = result
+        return result
+
+    def _semantic_duplicate(self, db, p: Prepared, now: float) -> tuple[Memory, float] | None:
+        shard = self.shards.get(p.space)
+        if not len(shard.vec):
+            return None
+        docvec = p.vectors.sum(axis=0)
+        norm = float(np.linalg.norm(docvec))
+        if norm == 0:
+            return None
+        docvec /= norm
+        keys, sims = shard.vec.search(docvec, 5)
+        keys = [int(k) for k, s in zip(keys, sims) if s >= self.settings.dedup_threshold * 0.9]
+        if not keys:
+            return None
+        marks = ",".join("?" * len(keys))
+        docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", keys)]
+        best = None
+        for doc_id in docs:
+            nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
+            other = shard.vec.get(nkeys).sum(axis=0)
+            n = float(np.linalg.norm(other))
+            sim = float(other @ docvec / n) if n else 0.0
+            if sim >= self.settings.dedup_threshold and (best is None or sim > best[1]):
+                row = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
+                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
+                if row:
+                    best = (_memory(row), sim)
+        return best
+
+    # ------------------------------------------------------------------------------ forgetting
+    def forget(self, id: str) -> dict:
+        """Remove a memory ('m-…') or one of its sections ('m-…#n') everywhere. Unknown id -> NotFound."""
+        self._check_open()
+        doc_id, ord_ = v.memory_id(id)
+        with self.store.write() as db:
+            if ord_ is None:
+                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                  "WHERE d.id = ?", (doc_id,)).fetchall()
+                if not db.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount:
+                    raise NotFound(f"no memory {id!r} (never stored, forgotten, or expired and purged)")
+            else:
+                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                  "WHERE d.id = ? AND n.ord = ?", (doc_id, ord_)).fetchall()
+                if not keys:
+                    raise NotFound(f"no memory section {id!r}")
+                db.execute("DELETE FROM nodes WHERE key = ?", (keys[0][0],))
+                self._rewrite_content(db, doc_id)
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
+        self.shards.sync(force=True)
+        return {"id": id, "removed_nodes": len(keys)}
+
+    def _rewrite_content(self, db, doc_id: str) -> None:
+        """After one section is forgotten, its text must leave the document's source too."""
+        rows = db.execute("SELECT n.depth, n.title, COALESCE(n.body, d.content) FROM nodes n JOIN documents d "
+                          "ON d.id = n.document_id WHERE d.id = ? ORDER BY n.ord", (doc_id,)).fetchall()
+        if not rows:
+            db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            return
+        from ._text import content_hash
+        parts = [(("#" * depth + " " + title + "\n\n") if depth else "") + body for depth, title, body in rows]
+        content = "\n\n".join(parts)
+        db.execute("UPDATE nodes SET body = COALESCE(body, (SELECT content FROM documents WHERE id = ?)) "
+                   "WHERE document_id = ?", (doc_id, doc_id))
+        db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
+                   (content, content_hash(content), self.clock(), doc_id))
+
+    def purge_expired(self) -> int:
+        """Delete memories whose TTL has passed; returns how many documents were removed."""
+        self._check_open()
+        now = self.clock()
+        with self.store.write() as db:
+            keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
+                              "WHERE d.expires_at IS NOT NULL AND d.expires_at <= ?", (now,)).fetchall()
+            n = db.execute("DELETE FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
+        self.shards.sync(force=True)
+        return n
+
+    def _maybe_purge(self, now: float) -> None:
+        if now >= self._next_purge:
+            self._next_purge = now + 3600
+            self.purge_expired()
+
+    # ------------------------------------------------------------------------------ reading
+    def recall(self, query: str, *, scope: str = "project+global", project: str | None = None,
+               session: str | None = None, limit: int | None = None, max_tokens: int | None = None,
+               path: str | None = None, min_score: float | None = None) -> RecallResult:
+        """Find the memories that best match `query`: hybrid lexical + vector ranking, best first."""
+        self._check_open()
+        query = v.text(query, "query", max_chars=10_000)
+        spaces = self._spaces(scope, v.name(project, "project") if project is not None else None,
+                              v.name(session, "session") if session is not None else None)
+        if max_tokens is not None:
+            max_tokens = v.integer(max_tokens, "max_tokens", 1, 100_000)
+        limit = v.integer(limit, "limit", 1, 50) if limit is not None else (50 if max_tokens else 10)
+        path = v.optional_text(path, "path")
+        min_score = v.number(min_score, "min_score", 0.0, 10.0) if min_score is not None else None
+        self.shards.sync()
+        now = self.clock()
+        pool = 50 if max_tokens else limit
+        cands: list[Candidate] = rank([self.shards.get(s) for s in spaces], query, self.embedder, self.settings,
+                                      now, pool * (10 if path else 1))
+        rows = self._node_rows([c.key for c in cands])
+        hits: list[Hit] = []
+        for c in cands:
+            r = rows.get(c.key)
+            if r is None or (path and not (r[4] == path or r[4].startswith(path.rstrip("/") + "/"))):
+                continue
+            if min_score is not None and c.score < min_score:
+                break
+            meta = {**(json.loads(r[14]) if r[14] else {}), **(json.loads(r[7]) if r[7] else {})} or None
+            hits.append(Hit(id=f"{r[1]}#{r[2]}", document_id=r[1], path=r[4], title=r[5] or r[15], text=r[6],
+                            score=round(float(c.score), 6), scope=r[9], space=r[8], created_at=r[11], metadata=meta))
+            if len(hits) >= pool:
+                break
+        return self._budget(query, hits, limit, max_tokens)
+
+    def _budget(self, query: str, hits: list[Hit], limit: int, max_tokens: int | None) -> RecallResult:
+        count = self.settings.token_counter
+        locale = self.settings.locale
+        budget = (max_tokens - _block.frame_cost(locale, count)) if max_tokens else None
+        chosen, items, used = [], [], 0
+        for h in hits:
+            text = _block.item(len(chosen) + 1, h.created_at, h.label, h.text)
+            cost = count(text) + 1
+            if budget is not None and used + cost > budget:
+                continue
+            chosen.append(h)
+            items.append(text)
+            used += cost
+            if len(chosen) >= limit:
+                break
+        block = _block.render(items, locale)
+        return RecallResult(query, chosen, block, tokens=count(block), candidates=len(hits))
+
+    def _node_rows(self, keys: list[int]) -> dict[int, tuple]:
+        if not keys:
+            return {}
+        marks = ",".join("?" * len(keys))
+        return {r[0]: r for r in self.store.query(NODE_SELECT + f" WHERE n.key IN ({marks})", keys)}
+
+    def get(self, id: str) -> Memory:
+        """One memory by id ('m-…'); NotFound if absent or expired."""
+        doc_id, _ = v.memory_id(id)
+        rows = self.store.query(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
+                                "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock()))
+        if not rows:
+            raise NotFound(f"no memory {id!r}")
+        return _memory(rows[0])
+
+    def list_memories(self, *, project: str | None = None, scope: str | None = None, limit: int = 50,
+                      offset: int = 0) -> MemoryList:
+        """A page of memories, newest first; `scope` as in recall (default: session+project+global)."""
+        self._check_open()
+        project = v.name(project, "project") if project is not None else None
+        limit = v.integer(limit, "limit", 1, 200)
+        offset = v.integer(offset, "offset", 0, 10**12)
+        spaces = self._spaces(scope if scope is not None else ("project" if project else "session+project+global"),
+                              project, None)
+        marks = ",".join("?" * len(spaces))
+        where = f"space IN ({marks}) AND (expires_at IS NULL OR expires_at > ?)"
+        params = (*spaces, self.clock())
+        total = self.store.query(f"SELECT count(*) FROM documents WHERE {where}", params)[0][0]
+        rows = self.store.query(f"SELECT {_DOC_COLS} FROM documents WHERE {where} "
+                                "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (*params, limit, offset))
+        return MemoryList([_memory(r) for r in rows], total=total, offset=offset)
+
+    def stats(self) -> Stats:
+        """Counts, sizes, embedder and per-tier / per-space breakdown."""
+        self._check_open()
+        q = self.store.query
+        files = [self.store.path, Path(str(self.store.path) + "-wal")]
+        index_dir = self.data_dir / "index"
+        files += list(index_dir.glob("*")) if index_dir.exists() else []
+        tiers = {t: {"documents": d, "nodes": n, "bytes": b} for t, d, n, b in q(
+            "SELECT tier, count(DISTINCT d.id), count(n.key), COALESCE(sum(length(COALESCE(n.body, d.content))), 0) "
+            "FROM documents d LEFT JOIN nodes n ON n.document_id = d.id GROUP BY tier")}
+        spaces = {s: {"documents": d, "nodes": n} for s, d, n in q(
+            "SELECT space, count(DISTINCT d.id), count(n.key) FROM documents d LEFT JOIN nodes n "
+            "ON n.document_id = d.id GROUP BY space")}
+        return Stats({
+            "db_path": str(self.store.path),
+            "data_dir": str(self.data_dir),
+            "embedder": self.embedder.name,
+            "dim": self.embedder.dim,
+            "project": self.project,
+            "session": self.session,
+            "documents": q("SELECT count(*) FROM documents")[0][0],
+            "nodes": q("SELECT count(*) FROM nodes")[0][0],
+            "vectors": q("SELECT count(*) FROM vectors")[0][0],
+            "expired": q("SELECT count(*) FROM documents WHERE expires_at <= ?", (self.clock(),))[0][0],
+            "pending": 0,
+            "size_bytes": sum(f.stat().st_size for f in files if f.exists()),
+            "read_only": self.read_only,
+            "tiers": tiers,
+            "spaces": spaces,
+            "indexes": self.shards.counts(),
+        })

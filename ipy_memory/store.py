@@ -1,0 +1,198 @@
+"""SQLite storage: the single source of truth (documents, nodes, vectors, change log).
+
+WAL mode lets several kernels read while one writes; every write is one ``BEGIN IMMEDIATE``
+transaction, so a failed or killed call leaves nothing half-written. The change log (a monotonic
+``seq`` per node added or removed) is how each engine learns what other processes changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from .errors import ReadOnlyError, StorageError
+
+SCHEMA_VERSION = 1
+DB_NAME = "memory.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    space TEXT NOT NULL, scope TEXT NOT NULL, project TEXT, session TEXT,
+    kind TEXT NOT NULL DEFAULT 'note',
+    title TEXT NOT NULL, content TEXT NOT NULL, content_hash TEXT NOT NULL,
+    importance REAL NOT NULL, metadata TEXT,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL, accessed_at REAL NOT NULL,
+    expires_at REAL, tier TEXT NOT NULL DEFAULT 'hot', access_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS documents_space_hash ON documents(space, content_hash);
+CREATE INDEX IF NOT EXISTS documents_space_created ON documents(space, created_at);
+CREATE INDEX IF NOT EXISTS documents_expires ON documents(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS nodes (
+    key INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL, parent_ord INTEGER, depth INTEGER NOT NULL DEFAULT 0,
+    path TEXT NOT NULL, title TEXT NOT NULL,
+    body TEXT,                      -- NULL: same as the document's content (single-node memories)
+    metadata TEXT, content_hash TEXT NOT NULL,
+    UNIQUE (document_id, ord)
+);
+CREATE TABLE IF NOT EXISTS vectors (
+    node_key INTEGER PRIMARY KEY REFERENCES nodes(key) ON DELETE CASCADE,
+    vec BLOB NOT NULL               -- float16, L2-normalised
+);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT NOT NULL, node_key INTEGER NOT NULL, space TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS embed_cache (
+    model TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, hash)
+) WITHOUT ROWID;
+"""
+
+NODE_SELECT = """
+SELECT n.key, n.document_id, n.ord, (SELECT count(*) FROM nodes m WHERE m.document_id = n.document_id),
+       n.path, n.title, COALESCE(n.body, d.content), n.metadata, d.space, d.scope, d.session,
+       d.created_at, d.importance, d.expires_at, d.metadata, d.title
+FROM nodes n JOIN documents d ON d.id = n.document_id
+"""
+
+
+def encode_vec(v: np.ndarray) -> bytes:
+    return np.asarray(v, np.float16).tobytes()
+
+
+def decode_vecs(blobs: list[bytes], dim: int) -> np.ndarray:
+    if not blobs:
+        return np.zeros((0, dim), np.float32)
+    return np.frombuffer(b"".join(blobs), np.float16).reshape(len(blobs), dim).astype(np.float32)
+
+
+class Store:
+    def __init__(self, data_dir: Path, *, read_only: bool = False, timeout: float = 30.0):
+        self.dir, self.read_only = data_dir, read_only
+        self.path = data_dir / DB_NAME
+        self.lock = threading.RLock()
+        self._prepare_dir()
+        try:
+            if read_only:
+                uri = f"file:{self.path}?mode=ro"
+                self.db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
+                                          check_same_thread=False)
+            else:
+                self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                          check_same_thread=False)
+                os.chmod(self.path, 0o600)
+            self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if not read_only:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = NORMAL")
+                self._migrate()
+            else:
+                self.db.execute("SELECT count(*) FROM documents").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(
+                f"cannot open {self.path}: {exc}. If the file is damaged, restore a backup made with "
+                f"`python -m ipy_memory backup`, or move it aside to start afresh (sqlite3's .recover "
+                f"command can salvage rows from a damaged file).") from exc
+
+    def _prepare_dir(self) -> None:
+        if self.dir.exists() and not self.dir.is_dir():
+            raise StorageError(f"data dir {self.dir} exists but is not a directory: pass another data_dir")
+        if self.read_only:
+            if not self.path.exists():
+                raise StorageError(f"no memory store at {self.path} to open read-only")
+            return
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create data dir {self.dir}: {exc}") from exc
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise StorageError(f"data dir {self.dir} is not writable: pass a data_dir you can write to")
+
+    def _migrate(self) -> None:
+        with self.write() as db:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StorageError(f"{self.path} was written by a newer ipy_memory (schema {version}); upgrade ipy-memory")
+            if version < SCHEMA_VERSION:  # future migrations go here, one step per version
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
+    # ------------------------------------------------------------------------------ transactions
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise ReadOnlyError(f"{self.path} is open read-only: open a MemoryEngine without read_only=True to write")
+        with self.lock:
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StorageError(f"cannot write to {self.path}: {exc}") from exc
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    self.db.execute("COMMIT")
+                except sqlite3.DatabaseError as exc:
+                    self.db.execute("ROLLBACK")
+                    raise StorageError(f"cannot commit to {self.path}: {exc}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several SELECTs."""
+        with self.lock:
+            if self.db.in_transaction:  # already inside a write: it is consistent by itself
+                yield self.db
+                return
+            self.db.execute("BEGIN")
+            try:
+                yield self.db
+            finally:
+                self.db.execute("COMMIT")
+
+    def query(self, sql: str, params=()) -> list[tuple]:
+        with self.lock:
+            try:
+                return self.db.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StorageError(f"reading {self.path} failed: {exc}") from exc
+
+    # ------------------------------------------------------------------------------ metadata
+    def get_meta(self, key: str) -> str | None:
+        row = self.query("SELECT value FROM meta WHERE key = ?", (key,))
+        return row[0][0] if row else None
+
+    def max_seq(self) -> int:
+        return self.query("SELECT COALESCE(max(seq), 0) FROM changes")[0][0]
+
+    def data_version(self) -> int:
+        with self.lock:
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def close(self) -> None:
+        with self.lock:
+            try:
+                if not self.read_only:
+                    self.db.execute("PRAGMA optimize")
+            except sqlite3.DatabaseError:
+                pass
+            self.db.close()
+
+    @staticmethod
+    def loads(text: str | None):
+        return json.loads(text) if text else None
