@@ -12,6 +12,7 @@ from ._markdown import default_title, parse
 from ._text import content_hash
 from .config import Settings
 from .errors import InvalidArgument
+from .redact import redact
 
 _REMEMBER_KEYS = {"content", "title", "scope", "project", "importance", "ttl", "force", "replace", "metadata"}
 
@@ -44,6 +45,7 @@ class Prepared:
     nodes: list[PreparedNode]
     hash: str
     space: str = ""
+    redactions: int = 0
     vectors: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -66,6 +68,9 @@ def prepare(item: dict, settings: Settings) -> Prepared:
     if "content" not in item:
         raise InvalidArgument("missing 'content': the text to remember")
     content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
+    redactions = 0
+    if settings.redact == "all":
+        content, redactions = redact(content)
     title = v.optional_text(item.get("title"), "title")
     scope, project, importance, ttl, metadata = _common(item.get("scope", "project"), item.get("project"),
                                                          item.get("importance", 0.6), item.get("ttl"),
@@ -87,7 +92,7 @@ def prepare(item: dict, settings: Settings) -> Prepared:
                                   hash=content_hash(sec.title + "\n" + sec.body)))
     return Prepared(content=content, title=title or default_title(content, sections), scope=scope, project=project,
                     importance=importance, ttl=ttl, force=force, replace=replace, metadata=metadata, kind="note",
-                    nodes=nodes, hash=content_hash(content))
+                    nodes=nodes, hash=content_hash(content), redactions=redactions)
 
 
 def _message_text(msg: dict, i: int) -> str:
@@ -115,11 +120,14 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
     scope, project, importance, ttl, metadata = _common(scope, project, importance, ttl, metadata)
-    nodes, lines = [], []
+    nodes, lines, redactions = [], [], 0
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
         text = _message_text(msg, i).strip()
+        if settings.redact in ("exchanges", "all"):
+            text, n = redact(text)
+            redactions += n
         if not text or text.lower().strip(" .!") in _TRIVIAL:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
@@ -137,4 +145,4 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
         raise InvalidArgument(f"the exchange has {len(content):,} characters; the limit is {settings.max_content_chars:,}")
     return Prepared(content=content, title=session_id, scope=scope, project=project, importance=importance, ttl=ttl,
                     force=True, replace=None, metadata=metadata, kind="exchange", nodes=nodes,
-                    hash=content_hash(session_id + "\n" + content))
+                    hash=content_hash(session_id + "\n" + content), redactions=redactions)

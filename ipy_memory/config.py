@@ -33,6 +33,8 @@ class Settings:
     ttl_session: float | None = 30 * DAY
     ttl_project: float | None = 90 * DAY
     ttl_global: float | None = None
+    # secrets: "exchanges" (captured chats only), "all" (every memory) or "off"
+    redact: str = "exchanges"
     # duplicates
     dedup_threshold: float = 0.92
     # lexical ranking (BM25 over stemmed terms)

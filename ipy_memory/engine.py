@@ -224,6 +224,9 @@ class MemoryEngine:
                               node.stored_body, node.metadata_json, node.hash))
             db.execute("INSERT INTO vectors VALUES (?, ?)", (cur.lastrowid, encode_vec(vec)))
             db.execute("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", (cur.lastrowid, p.space))
+        if p.redactions:
+            db.execute("INSERT INTO meta VALUES ('redactions', ?) ON CONFLICT(key) DO UPDATE SET "
+                       "value = CAST(value AS INTEGER) + excluded.value", (p.redactions,))
         result = RememberResult(id=doc_id, document_id=doc_id, **base)
         seen[(p.space, p.hash)] = result
         return result
@@ -309,6 +312,30 @@ class MemoryEngine:
         if now >= self._next_purge:
             self._next_purge = now + 3600
             self.purge_expired()
+
+    def backup(self, path: str | os.PathLike) -> dict:
+        """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
+        self._check_open()
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgument("backup(path) takes a file path")
+        target = Path(path).expanduser().resolve()
+        if target == self.store.path.resolve():
+            raise InvalidArgument("backup path is the live database itself: choose another file")
+        if target.is_dir():
+            raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
+        import sqlite3
+        tmp = target.with_name(f".{target.name}.partial")
+        try:
+            dst = sqlite3.connect(tmp)
+            with self.store.lock:
+                self.store.db.backup(dst)
+            dst.close()
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        except (OSError, sqlite3.Error) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"backup to {target} failed: {exc}") from exc
+        return {"path": str(target), "bytes": target.stat().st_size}
 
     # ------------------------------------------------------------------------------ reading
     def recall(self, query: str, *, scope: str = "project+global", project: str | None = None,
@@ -419,6 +446,7 @@ class MemoryEngine:
             "vectors": q("SELECT count(*) FROM vectors")[0][0],
             "expired": q("SELECT count(*) FROM documents WHERE expires_at <= ?", (self.clock(),))[0][0],
             "pending": 0,
+            "redactions": int(self.store.get_meta("redactions") or 0),
             "size_bytes": sum(f.stat().st_size for f in files if f.exists()),
             "read_only": self.read_only,
             "tiers": tiers,

@@ -114,7 +114,8 @@ class HttpEmbedder(Embedder):
             raise InvalidArgument(f"{owner}: api_key must be a string or None, got {type(api_key).__name__}")
         self._key = _Secret(api_key.strip() if api_key else None)
         self._dim = None if dim is None else check_positive_int(owner, "dim", dim)
-        self.batch_size = check_positive_int(owner, "batch_size", batch_size or self.default_batch_size)
+        self.batch_size = check_positive_int(
+            owner, "batch_size", self.default_batch_size if batch_size is None else batch_size)
         self.max_concurrency = check_positive_int(owner, "max_concurrency", max_concurrency, maximum=32)
         self.max_attempts = check_positive_int(owner, "max_attempts", max_attempts, maximum=20)
         self.backoff = check_positive_float(owner, "backoff", backoff)
