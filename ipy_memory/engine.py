@@ -13,9 +13,11 @@ import numpy as np
 
 from . import _validate as v
 from . import block as _block
+from ._background import BackgroundMixin
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._recall import Candidate, rank
 from ._shards import Shards
+from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
 from .embeddings import Embedder, get_embedder
 from .embeddings import env as _env
@@ -32,7 +34,7 @@ def _memory(row) -> Memory:
     return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
 
 
-class MemoryEngine:
+class MemoryEngine(LifecycleMixin, BackgroundMixin):
     """Long-term memory over one data dir. Safe to open from several processes at once.
 
     >>> with MemoryEngine("/tmp/mem", project="demo") as mem:      # doctest: +SKIP
@@ -92,7 +94,10 @@ class MemoryEngine:
     def close(self) -> None:
         if getattr(self, "_closed", True):
             return
-        self._closed = True
+        try:
+            self._close_background()
+        finally:
+            self._closed = True
         try:
             self.shards.save()
         finally:
@@ -369,7 +374,9 @@ class MemoryEngine:
                             score=round(float(c.score), 6), scope=r[9], space=r[8], created_at=r[11], metadata=meta))
             if len(hits) >= pool:
                 break
-        return self._budget(query, hits, limit, max_tokens)
+        result = self._budget(query, hits, limit, max_tokens)
+        self._on_recall(result.hits)
+        return result
 
     def _budget(self, query: str, hits: list[Hit], limit: int, max_tokens: int | None) -> RecallResult:
         count = self.settings.token_counter
