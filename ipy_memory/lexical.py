@@ -6,6 +6,7 @@ more than one column can give. Each node is scored as
 
     bm25(node) + sum_d w_d * (bm25(node at -d) + bm25(node at +d))   neighbours lend context
     + parent_weight * bm25(document)                                  roll-up, never a filter
+    + title_match_weight * idf of the query terms found in the node's heading / speaker
     x (1 + title_weight * share of the query's idf found in the node's heading / speaker)
     x (1 + cue_weight) when the node holds the kind of answer asked for (number, time, name)
 
@@ -199,11 +200,13 @@ class LexicalShard:
             dscore[: self.doc_len.size] *= self.doc_multi.view
             score[:size] += self.s.parent_weight * dscore[self.doc.view]
         score = score[:size]
-        if self.s.title_weight and idf_total:
-            tscore, _ = self._bm25({h: (p, array("f", [1.0]) * len(p)) for h, p in
+        if self.s.title_weight or self.s.title_match_weight:
+            tscore, t_idf = self._bm25({h: (p, array("f", [1.0]) * len(p)) for h, p in
                                     ((h, self.title_post.get(h)) for h in qterms) if p is not None},
                                    qterms, self.n_alive, np.ones(size, np.float32), 1.0, size)
-            score *= 1 + self.s.title_weight * np.minimum(tscore[:size] / (idf_total * 1.0), 1.0)
+            share = tscore[:size] / max(idf_total, t_idf, 1e-9)   # how much of the query the heading names
+            score += self.s.title_match_weight * tscore[:size]
+            score *= 1 + self.s.title_weight * np.minimum(share, 1.0)
         if self.s.cue_weight and qcues:
             score *= 1 + self.s.cue_weight * ((self.cues.view & qcues) != 0)
         score[~self.alive.view] = 0

@@ -1,0 +1,188 @@
+"""Command line: python -m ipy_memory {demo,store,recall,list,forget,stats,selftest,inspect,backup}.
+
+Every subcommand takes --data-dir (default: IPY_MEMORY_DATA_DIR or the platform data dir) and --json.
+Errors print one line and exit with status 2 (bad input) or 1 (anything else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from .engine import MemoryEngine
+from .errors import InvalidArgument, IpyMemoryError
+
+DEMO_QUERIES = [
+    "where does the nightly sales job load from?",
+    "which model had the best AUC?",
+    "藻类 艺术 原型尺寸",
+    "蓝光照射后发生了什么？",
+]
+
+
+def _print(args, data, text: str) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=1, default=str) if args.json else text)
+
+
+def _engine(args, **kw) -> MemoryEngine:
+    return MemoryEngine(args.data_dir, project=getattr(args, "project", None), **kw)
+
+
+def cmd_demo(args) -> None:
+    tmp = None
+    if args.data_dir is None:
+        tmp = args.data_dir = tempfile.mkdtemp(prefix="ipy-memory-demo-")
+    try:
+        with _engine(args) as mem:
+            notes = sorted(p for p in resources.files("ipy_memory.demo_notes").iterdir() if p.name.endswith(".md"))
+            results = mem.remember_many([{"content": p.read_text(encoding="utf-8"), "metadata": {"file": p.name}}
+                                         for p in notes])
+            out = {"stored": [r.to_dict() for r in results], "recalls": []}
+            if not args.json:
+                print(f"data dir: {mem.data_dir}")
+                for p, r in zip(notes, results):
+                    print(f"  {p.name}: {r.summary()}")
+            for q in DEMO_QUERIES:
+                res = mem.recall(q, limit=3)
+                out["recalls"].append({"query": q, "hits": res.to_dicts()})
+                if not args.json:
+                    print(f"\n>>> recall {q!r}")
+                    for i, h in enumerate(res, 1):
+                        print(f"  {i}. {h.score:.3f}  {h.label}")
+            block = mem.recall(DEMO_QUERIES[0], max_tokens=300)
+            out["block"], out["stats"] = block.block, mem.stats().to_dict()
+            if not args.json:
+                print("\n" + block.block + "\n")
+                print(mem.stats())
+        if args.json:
+            print(json.dumps(out, ensure_ascii=False, indent=1, default=str))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cmd_store(args) -> None:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    with _engine(args) as mem:
+        r = mem.remember(text, title=args.title, scope=args.scope, force=args.force)
+        _print(args, r.to_dict(), r.summary())
+
+
+def cmd_recall(args) -> None:
+    with _engine(args, read_only=args.read_only) as mem:
+        r = mem.recall(args.query, scope=args.scope, limit=args.limit, max_tokens=args.max_tokens)
+        _print(args, r.to_dicts(), r.block)
+
+
+def cmd_list(args) -> None:
+    with _engine(args, read_only=True) as mem:
+        r = mem.list_memories(scope=args.scope, limit=args.limit, offset=args.offset)
+        _print(args, {"total": r.total, "memories": r.to_dicts()}, f"{r!r}\n({len(r)} of {r.total})")
+
+
+def cmd_forget(args) -> None:
+    with _engine(args) as mem:
+        r = mem.forget(args.id)
+        _print(args, r, f"forgot {r['id']} ({r['removed_nodes']} section(s))")
+
+
+def cmd_stats(args) -> None:
+    with _engine(args, read_only=True) as mem:
+        s = mem.stats()
+        _print(args, s.to_dict(), repr(s))
+
+
+def cmd_inspect(args) -> None:
+    """Read-only view of a live store: stats plus the newest memories."""
+    with _engine(args, read_only=True) as mem:
+        s, recent = mem.stats(), mem.list_memories(scope="session+project+global", limit=args.limit)
+        every = mem.store.query("SELECT id, space, title, created_at FROM documents ORDER BY created_at DESC LIMIT ?",
+                                (args.limit,))
+        data = {"stats": s.to_dict(), "recent": [dict(zip(("id", "space", "title", "created_at"), r)) for r in every]}
+        _print(args, data, repr(s) + "\n\nnewest memories (all spaces):\n" +
+               "\n".join(f"  {r[0]}  {r[1]}  {r[2][:60]}" for r in every) + f"\n({len(recent)} visible here)")
+
+
+def cmd_backup(args) -> None:
+    with _engine(args, read_only=True) as mem:
+        r = mem.backup(args.out)
+        _print(args, r, f"backed up {mem.store.path} to {r['path']} ({r['bytes']:,} bytes)")
+
+
+def cmd_selftest(args) -> None:
+    """Offline engine checks on a temporary store: store, dedup, recall (EN + ZH), forget, reopen."""
+    checks = []
+    with tempfile.TemporaryDirectory(prefix="ipy-memory-selftest-") as d:
+        with MemoryEngine(d, project="selftest") as mem:
+            a = mem.remember("# Setup\nThe GPU box is called orion.")
+            checks.append(("remember", a.stored))
+            checks.append(("exact dedup", mem.remember("# Setup\nThe GPU box is called orion.").deduped))
+            checks.append(("recall en", mem.recall("what is the gpu box called?")[0].document_id == a.id))
+            b = mem.remember("# 光遗传学\n## 艺术应用\n绿藻活体展示")
+            checks.append(("recall zh", mem.recall("艺术应用")[0].document_id == b.id))
+            checks.append(("block", mem.recall("orion").block.startswith('<memory-recall count="1">')))
+            mem.forget(b.id)
+            checks.append(("forget", all(h.document_id != b.id for h in mem.recall("艺术应用 绿藻"))))
+        with MemoryEngine(d, project="selftest") as mem:
+            checks.append(("reopen", mem.recall("orion")[0].document_id == a.id))
+    ok = all(c[1] for c in checks)
+    _print(args, {"ok": ok, "checks": dict(checks)},
+           "\n".join(f"{'ok  ' if c[1] else 'FAIL'} {c[0]}" for c in checks) + ("\nall ok" if ok else "\nFAILED"))
+    if not ok:
+        raise SystemExit(1)
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", help="store location (default: IPY_MEMORY_DATA_DIR or the user data dir)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--project", help="project name (default: git remote or working directory)")
+    p = argparse.ArgumentParser(prog="python -m ipy_memory", description="ipy_memory: long-term memory for notebooks")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", parents=[common], help="store bundled notes in a temp dir, recall, print block and stats")
+    s = sub.add_parser("store", parents=[common], help="remember TEXT ('-' reads stdin)")
+    s.add_argument("text")
+    s.add_argument("--title")
+    s.add_argument("--scope", default="project", choices=["session", "project", "global"])
+    s.add_argument("--force", action="store_true")
+    s = sub.add_parser("recall", parents=[common], help="recall QUERY and print the <memory-recall> block")
+    s.add_argument("query")
+    s.add_argument("--scope", default="project+global")
+    s.add_argument("-n", "--limit", type=int)
+    s.add_argument("--max-tokens", type=int)
+    s.add_argument("--read-only", action="store_true")
+    s = sub.add_parser("list", parents=[common], help="list memories, newest first")
+    s.add_argument("--scope")
+    s.add_argument("-n", "--limit", type=int, default=50)
+    s.add_argument("--offset", type=int, default=0)
+    s = sub.add_parser("forget", parents=[common], help="forget a memory or section by id")
+    s.add_argument("id")
+    sub.add_parser("stats", parents=[common], help="counts, sizes, embedder, tiers")
+    sub.add_parser("selftest", parents=[common], help="offline engine checks on a temporary store")
+    s = sub.add_parser("inspect", parents=[common], help="read-only view of a live store")
+    s.add_argument("-n", "--limit", type=int, default=20)
+    s = sub.add_parser("backup", parents=[common], help="copy the database to OUT (online backup API)")
+    s.add_argument("out")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        globals()["cmd_" + args.command](args)
+    except InvalidArgument as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except IpyMemoryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
