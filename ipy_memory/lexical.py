@@ -65,6 +65,7 @@ class LexicalShard:
         self.doc_post: dict[int, tuple[array, array]] = {}
         self.doc_len = Column(np.float32)
         self.doc_multi = Column(np.bool_, fill=False)
+        self.doc_live = Column(np.int32)               # live nodes per document slot
         self.doc_slot_of: dict[str, int] = {}
         self.n_alive = 0
         self.total_len = 0.0
@@ -92,7 +93,9 @@ class LexicalShard:
                 ds = self.doc_slot_of[r.document_id] = self.doc_len.size
                 self.doc_len.extend([0.0])
                 self.doc_multi.extend([r.doc_nodes > 1])
+                self.doc_live.extend([0])
                 self.n_docs += 1
+            self.doc_live.view[ds] += 1
             docs.append(ds)
             ts = _text.terms(r.body)
             tf = Counter(_text.term_hash(t) for t in ts)
@@ -152,6 +155,18 @@ class LexicalShard:
             return False
         self.alive.view[slot] = False
         self.n_alive -= 1
+        ds = int(self.doc.view[slot])
+        self.doc_live.view[ds] -= 1
+        # The document's roll-up postings still hold the removed text, and forgotten text must not
+        # be findable: drop the roll-up for this document until the shard is next loaded.
+        self.doc_multi.view[ds] = False
+        if self.doc_live.view[ds] <= 0:   # a replaced document's new nodes get a fresh document slot
+            self.n_docs -= 1
+            self.total_doc_len -= float(self.doc_len.view[ds])
+            for doc_id, d in list(self.doc_slot_of.items()):
+                if d == ds:
+                    del self.doc_slot_of[doc_id]
+                    break
         self.total_len -= float(self.length.view[slot])
         return True
 
@@ -185,6 +200,8 @@ class LexicalShard:
         if not size or not qterms:
             return np.zeros(size, np.float32)
         own, idf_total = self._bm25(self.post, qterms, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
+        dead = np.append(~self.alive.view | (self.expires.view <= now), False)
+        own[dead] = 0                      # forgotten or expired nodes lend no context either
         score = own.copy()
         prev, nxt = self.prev.padded().copy(), self.next.padded().copy()
         prev[prev < 0] = size

@@ -1,0 +1,126 @@
+"""Shared test options and fixtures (kept small and generic).
+
+* ``--heavy``: also run the tests marked ``@pytest.mark.heavy`` (full-size stress variants).
+* ``data_dir``: a fresh, not yet existing data dir under ``tmp_path``.
+* ``engine``: a MemoryEngine on ``data_dir`` (project "test", session "test"), closed afterwards.
+* ``db_counts``: ``db_counts(data_dir) -> {"documents", "nodes", "vectors", "changes"}`` read
+  straight from SQLite (no engine), for "the store is unchanged" checks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--heavy", action="store_true", default=False,
+                     help="also run the full-size stress tests marked 'heavy'")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--heavy"):
+        return
+    skip = pytest.mark.skip(reason="full-size stress variant: run with --heavy")
+    for item in items:
+        if "heavy" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def heavy(request) -> bool:
+    """True when pytest was run with --heavy."""
+    return bool(request.config.getoption("--heavy"))
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def engine(data_dir):
+    from ipy_memory import MemoryEngine
+    eng = MemoryEngine(data_dir, project="test", session="test")
+    try:
+        yield eng
+    finally:
+        eng.close()
+
+
+def read_counts(path) -> dict[str, int]:
+    """Row counts of the main tables of a data dir (or of a database file)."""
+    path = Path(path)
+    db_file = path / "memory.sqlite3" if path.is_dir() else path
+    con = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("documents", "nodes", "vectors", "changes")}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def db_counts():
+    return read_counts
+
+
+def index_problems(eng, *, probe: bool = True, load: bool = True) -> list[str]:
+    """Differences between an engine's in-memory indexes and SQLite, as readable lines.
+
+    For every space with nodes in SQLite (and every space the engine has loaded): the lexical
+    shard's live keys and the vector shard's keys must equal the space's node keys, and (with
+    ``probe``) every node's stored vector must find its own key among the top 5 of ``vec.search``.
+    ``load=False`` checks only the spaces already loaded (what a long-lived engine holds).
+    """
+    import numpy as np
+    from ipy_memory.store import decode_vecs
+
+    rows = eng.store.query("SELECT d.space, n.key, v.vec FROM nodes n JOIN documents d ON d.id = n.document_id "
+                           "LEFT JOIN vectors v ON v.node_key = n.key")
+    by_space: dict[str, dict[int, bytes | None]] = {}
+    for space, key, blob in rows:
+        by_space.setdefault(space, {})[key] = blob
+    problems = []
+    spaces = set(eng.shards.loaded) | (set(by_space) if load else set())
+    for space in sorted(spaces):
+        want = by_space.get(space, {})
+        missing_vec = [k for k, b in want.items() if b is None]
+        if missing_vec:
+            problems.append(f"{space}: nodes without a vector row: {missing_vec[:10]}")
+        shard = eng.shards.get(space)
+        lex = {k for k, s in shard.lex.slot_of.items() if shard.lex.alive.view[s]}
+        vec = set(shard.vec.row_of)
+        if shard.vec.graph is not None:
+            vec |= {int(k) for k in np.asarray(shard.vec.graph.keys, np.int64)}
+        for name, have in (("lexical", lex), ("vector", vec)):
+            extra, lost = sorted(have - set(want)), sorted(set(want) - have)
+            if extra or lost:
+                problems.append(f"{space}: {name} shard has {len(extra)} keys not in SQLite {extra[:10]} "
+                                f"and lacks {len(lost)} SQLite keys {lost[:10]}")
+        if len(shard.lex) != len(want) or len(shard.vec) != len(want):
+            problems.append(f"{space}: len(lex)={len(shard.lex)} len(vec)={len(shard.vec)} "
+                            f"SQLite nodes={len(want)}")
+        if probe:
+            keys = [k for k, b in want.items() if b is not None]
+            vecs = decode_vecs([want[k] for k in keys], eng.embedder.dim)
+            unfound = []
+            for k, q in zip(keys, vecs):
+                n = float(np.linalg.norm(q))
+                if n == 0:
+                    continue
+                found, _ = shard.vec.search(q / n, 5)
+                if k not in {int(x) for x in found}:
+                    unfound.append(k)
+            if unfound:
+                problems.append(f"{space}: {len(unfound)} node keys not found by vec.search of their own "
+                                f"vector: {unfound[:10]}")
+    return problems
+
+
+@pytest.fixture
+def check_indexes():
+    """``check_indexes(engine, probe=True, load=True)`` -> list of problems (empty when consistent)."""
+    return index_problems

@@ -1,0 +1,36 @@
+import json
+import subprocess
+import sys
+
+
+def cli(*args, check=True):
+    return subprocess.run([sys.executable, "-m", "ipy_memory", *args], capture_output=True, text=True,
+                          timeout=120, check=check)
+
+
+def test_demo_prints_block_and_stats():
+    out = cli("demo").stdout
+    assert '<memory-recall count="' in out and "</memory-recall>" in out
+    assert "光遗传学/艺术应用" in out and "documents: 4" in out
+
+
+def test_store_recall_list_forget_stats_json(tmp_path):
+    d = str(tmp_path)
+    stored = json.loads(cli("store", "The staging bucket is s3://acme-staging", "--data-dir", d, "--json",
+                            "--project", "p").stdout)
+    hits = json.loads(cli("recall", "staging bucket", "--data-dir", d, "--json", "--project", "p").stdout)
+    assert hits[0]["document_id"] == stored["id"]
+    listed = json.loads(cli("list", "--data-dir", d, "--json", "--project", "p").stdout)
+    assert listed["total"] == 1
+    assert json.loads(cli("stats", "--data-dir", d, "--json").stdout)["documents"] == 1
+    assert "staging" in cli("inspect", "--data-dir", d).stdout
+    backup = tmp_path / "copy.sqlite3"
+    cli("backup", str(backup), "--data-dir", d)
+    assert backup.stat().st_size > 0
+    assert json.loads(cli("forget", stored["id"], "--data-dir", d, "--json").stdout)["removed_nodes"] == 1
+    bad = cli("forget", "nope", "--data-dir", d, check=False)
+    assert bad.returncode == 2 and "not a memory id" in bad.stderr
+
+
+def test_selftest():
+    assert "all ok" in cli("selftest").stdout
