@@ -1,10 +1,246 @@
-"""Fire-and-forget writes on a background thread (MemoryEngine.fire / flush)."""
+"""Fire-and-forget writes on a background thread (MemoryEngine.fire / fire_exchange / flush).
+
+An agent hook must never wait on an embedder or fail a turn because a write failed, so `fire`
+queues the call and returns at once; a single daemon thread writes in batches (one transaction and
+one embedding call per batch, like remember_many). Failures are logged on the "ipy_memory"
+logger and counted in `background_stats()`, never raised into the caller. The queue is bounded:
+when the writer falls behind, `fire` waits up to `fire_put_timeout` seconds and then drops the
+item (logged), so a stalled embedder cannot grow memory without limit.
+"""
 
 from __future__ import annotations
 
+import atexit
+import copy
+import inspect
+import logging
+import queue
+import threading
+import time
+import weakref
+
+from .errors import InvalidArgument
+
+log = logging.getLogger("ipy_memory")
+
+_STOP = object()
+_BATCH = 64
+
+
+class _Writer:
+    def __init__(self, engine, maxsize: int):
+        self.engine = engine
+        self.q: queue.Queue = queue.Queue(maxsize)
+        self.cond = threading.Condition()
+        self.pending = 0
+        self.counts = {"submitted": 0, "written": 0, "errors": 0, "dropped": 0}
+        self.last_error: str | None = None
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name="ipy_memory-writer", daemon=True)
+        self.thread.start()
+        # daemon threads die at interpreter exit: drain what was fired before that happens
+        self._atexit = _drain_at_exit(weakref.ref(self))
+        atexit.register(self._atexit)
+
+    def put(self, item, timeout: float) -> bool:
+        with self.cond:
+            if self.closed:          # after stop(): nothing would ever run it
+                log.warning("ipy_memory: background writer is stopped; dropped a %s", item[0])
+                return False
+            self.pending += 1
+            self.counts["submitted"] += 1
+        try:
+            self.q.put(item, timeout=timeout)
+            return True
+        except queue.Full:
+            self._done(1, dropped=1)
+            log.warning("ipy_memory: background queue full (%d items); dropped a %s", self.q.maxsize, item[0])
+            return False
+
+    def _done(self, n: int, *, written: int = 0, errors: int = 0, dropped: int = 0) -> None:
+        with self.cond:
+            self.pending -= n
+            self.counts["written"] += written
+            self.counts["errors"] += errors
+            self.counts["dropped"] += dropped
+            self.cond.notify_all()
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        self.last_error = f"{what}: {type(exc).__name__}: {exc}"
+        # our own errors carry a useful message; anything else deserves its traceback
+        if exc.__class__.__module__.startswith("ipy_memory"):
+            log.error("ipy_memory: background %s failed: %s", what, exc)
+        else:
+            log.error("ipy_memory: background %s failed", what, exc_info=exc)
+
+    def _run(self) -> None:
+        carry = None
+        while True:
+            item = carry if carry is not None else self.q.get()
+            carry = None
+            if item is _STOP:
+                return
+            batch = [item]
+            while item[0] == "remember" and len(batch) < _BATCH:
+                try:
+                    nxt = self.q.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP or nxt[0] != "remember":
+                    carry = nxt
+                    break
+                batch.append(nxt)
+            try:
+                self._execute(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer thread must survive anything
+                self._fail(batch[0][0], exc)
+                self._done(len(batch), errors=len(batch))
+
+    def _execute(self, batch: list) -> None:
+        kind = batch[0][0]
+        if kind != "remember":
+            try:
+                batch[0][1]()
+                self._done(1, written=1)
+            except Exception as exc:
+                self._fail(kind, exc)
+                self._done(1, errors=1)
+            return
+        try:
+            self.engine.remember_many([kw for _, kw in batch])
+            self._done(len(batch), written=len(batch))
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                self._fail("remember", exc)
+                self._done(1, errors=1)
+                return
+        for _, kw in batch:  # one bad item must not cost the others: retry one by one
+            try:
+                self.engine.remember(**kw)
+                self._done(1, written=1)
+            except Exception as exc:
+                self._fail("remember", exc)
+                self._done(1, errors=1)
+
+    def wait(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            while self.pending > 0:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def stop(self, timeout: float) -> bool:
+        drained = self.wait(timeout)
+        with self.cond:
+            self.closed = True
+        if not drained:
+            log.warning("ipy_memory: closing with %d background write(s) still pending; they are lost",
+                        self.pending)
+        try:
+            self.q.put(_STOP, timeout=1.0)
+        except queue.Full:
+            pass
+        self.thread.join(timeout=1.0 if drained else 0.1)
+        atexit.unregister(self._atexit)
+        return drained
+
+
+class _drain_at_exit:
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __call__(self) -> None:
+        writer = self.ref()
+        if writer is not None and writer.thread.is_alive():
+            writer.wait(writer.engine.close_timeout)
+
 
 class BackgroundMixin:
-    """Methods of MemoryEngine for background writes (filled in by the lifecycle work)."""
+    """Methods of MemoryEngine for background writes."""
+
+    fire_queue_size: int = 1000        # bounded: see the module docstring
+    fire_put_timeout: float = 1.0      # seconds fire() may wait for room before dropping the item
+    close_timeout: float = 30.0        # seconds close() waits for pending writes
+    _writer: _Writer | None = None
+    _writer_lock = threading.Lock()    # class-wide: only guards lazy creation
+
+    def _background(self) -> _Writer:
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = _Writer(self, self.fire_queue_size)
+            return self._writer
+
+    def _submit(self, fn, what: str) -> bool:
+        """Run `fn()` on the writer thread after what is already queued (used by auto-rotation)."""
+        if getattr(self, "_closed", True):
+            return False
+        return self._background().put((what, fn), self.fire_put_timeout)
+
+    def fire(self, content, **kw) -> bool:
+        """Queue `remember(content, **kw)` on the background writer and return at once.
+
+        Never raises: problems (closed or read-only engine, bad arguments, a failing embedder) are
+        logged on the "ipy_memory" logger. Returns True if queued. `flush()` waits for the writes."""
+        try:
+            self._check_fire(kw)
+            if not isinstance(content, str) or not content.strip():
+                raise InvalidArgument("fire(content): content must be a non-empty str")
+            kw = copy.deepcopy(kw)       # the caller may mutate its metadata dict after we return
+        except Exception as exc:
+            log.warning("ipy_memory: fire() ignored: %s", exc)
+            return False
+        return self._background().put(("remember", {"content": content, **kw}), self.fire_put_timeout)
+
+    def fire_exchange(self, session_id, messages, **kw) -> bool:
+        """Queue `remember_exchange(session_id, messages, **kw)`; never raises (see fire)."""
+        try:
+            self._check_fire({})
+            if not isinstance(messages, list):
+                raise InvalidArgument("fire_exchange(messages): pass a list of {'role', 'content'} dicts")
+            messages, kw = copy.deepcopy(messages), copy.deepcopy(kw)
+        except Exception as exc:
+            log.warning("ipy_memory: fire_exchange() ignored: %s", exc)
+            return False
+        return self._background().put(("exchange", lambda: self.remember_exchange(session_id, messages, **kw)),
+                                      self.fire_put_timeout)
+
+    def _check_fire(self, kw: dict) -> None:
+        if getattr(self, "_closed", True):
+            raise InvalidArgument("the engine is closed: open a new MemoryEngine")
+        if self.read_only:
+            raise InvalidArgument("the engine is read-only: open a MemoryEngine without read_only=True")
+        known = set(inspect.signature(self.remember).parameters) - {"content"}
+        unknown = set(kw) - known
+        if unknown:
+            raise InvalidArgument(f"unknown argument(s) {sorted(unknown)}; fire() takes remember()'s: {sorted(known)}")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every fired write is done (stored or logged as failed). False on timeout."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+            raise InvalidArgument(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        writer = self._writer
+        if writer is None:
+            return True
+        if threading.current_thread() is writer.thread:   # a queued call flushing would wait on itself
+            return False
+        return writer.wait(timeout)
+
+    def background_stats(self) -> dict:
+        """pending, submitted, written, errors, dropped, last_error, running."""
+        writer = self._writer
+        if writer is None:
+            return {"pending": 0, "submitted": 0, "written": 0, "errors": 0, "dropped": 0,
+                    "last_error": None, "running": False}
+        return {"pending": writer.pending, **writer.counts, "last_error": writer.last_error,
+                "running": writer.thread.is_alive()}
 
     def _close_background(self) -> None:
         """Drain pending background writes before the engine closes."""
+        writer = self._writer
+        if writer is None or threading.current_thread() is writer.thread:
+            return
+        writer.stop(self.close_timeout)

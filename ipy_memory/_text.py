@@ -118,3 +118,17 @@ def question_cues(query: str) -> int:
     if _Q_NAME.search(query):
         flags |= 4
     return flags
+
+
+# "[2023-05-08 13:56] Alice: text", "Alice: text", "[1:56 pm on 8 May, 2023] Bob: text": the usual shape
+# of a logged chat line. The speaker is a field of its own (a query naming them boosts the line);
+# the timestamp says nothing about what kind of answer the line holds.
+_CHAT_LINE = re.compile(r"^\s*(?:\[([^\]\n]{1,60})\]\s*)?(?:([^\W\d][\w .'-]{0,40}?)\s*:\s+)?(.*)\Z", re.S)
+
+
+def chat_parts(text: str) -> tuple[str, str, str]:
+    """(timestamp, speaker, message) of a chat-log line; ('', '', text) when it does not look like one."""
+    m = _CHAT_LINE.match(text)
+    if not m or not (m.group(1) or m.group(2)) or (m.group(2) and len(m.group(2).split()) > 3):
+        return "", "", text
+    return (m.group(1) or "").strip(), (m.group(2) or "").strip(), m.group(3)

@@ -11,7 +11,9 @@ local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (whi
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from typing import Callable
 
 from ..errors import InvalidArgument
@@ -71,6 +73,22 @@ def _remote(class_name: str) -> Callable[..., Embedder]:
     return factory
 
 
+def _preload_onnxruntime() -> None:
+    """Import onnxruntime now, before anything loads usearch, when the 'local' extra is installed.
+
+    usearch's extension exports its static copy of libstdc++'s locale facets as GNU unique symbols;
+    an onnxruntime extension loaded after it binds to them and crashes the process (onnxruntime
+    >= 1.23) or mis-loads models (1.22). Loaded first, both work. Costs ~70 ms, only with the extra.
+    """
+    if "onnxruntime" in sys.modules or "usearch.compiled" in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec("onnxruntime") is not None:
+            import onnxruntime  # noqa: F401
+    except Exception:  # a broken install must not break `import ipy_memory`; the preset will say why
+        pass
+
+
 def installed_local_preset() -> str | None:
     """Name of the preferred installed local-model preset ('local', else 'local-e5'), or None."""
     from .local import installed_local_preset as find
@@ -82,3 +100,5 @@ register_preset("local-e5", _local_e5)
 register_preset("openai", _remote("OpenAIEmbedder"))
 register_preset("dashscope", _remote("DashScopeEmbedder"))
 register_preset("ollama", _remote("OllamaEmbedder"))
+
+_preload_onnxruntime()

@@ -16,6 +16,7 @@ Both read their weights from installed packages; nothing is downloaded, ever.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 import unicodedata
 from pathlib import Path
@@ -179,6 +180,11 @@ class MiniLMEmbedder(Embedder):
             raise InvalidArgument(f"local: max_length must be an integer from 8 to 512 tokens, got {max_length!r}")
         if threads is not None:
             check_positive_int("local", "threads", threads)
+        if "onnxruntime" not in sys.modules and "usearch.compiled" in sys.modules:
+            # see embeddings/__init__.py: loading onnxruntime after usearch would crash this process
+            raise EmbeddingError("local: onnxruntime cannot be loaded after usearch in one process (their C++ "
+                                 "runtimes clash and the process would crash): import ipy_memory before usearch "
+                                 "(restart the kernel first)")
         try:
             import onnxruntime as ort
             if model_path is None:

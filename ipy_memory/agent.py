@@ -1,0 +1,384 @@
+"""Automatic recall for notebook agents: one framed memory message per human turn, never a stall.
+
+    auto = AutoRecall(mem)
+    messages = auto.inject(messages, session_id="chat-1", turn_id=3)   # before each model call
+    ...                                                                  # the model answers
+    auto.capture(messages, session_id="chat-1")                         # after the turn
+
+Works on plain OpenAI-style ({"role", "content": str | [parts]}) and Anthropic-style (content as a
+list of blocks) message lists; it needs no LLM client library. The recall runs in a worker thread
+and is abandoned after `timeout_ms`: a slow or failing store costs the turn its memory, never the
+turn itself, and the reason shows in `stats()["compat"]`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+import unicodedata
+from collections import Counter, OrderedDict
+from dataclasses import asdict, dataclass, field
+
+from . import _validate as v
+from .block import item as _item
+from .block import render as _render
+from .errors import InvalidArgument, IpyMemoryError, NotFound
+
+log = logging.getLogger("ipy_memory")
+
+SOURCE = {"kind": "plugin", "plugin": "ipy_memory", "form": "recall"}
+_FRAME_START = "<memory-recall count="
+_KEEP = 10_000      # bounded bookkeeping: remembered turns, queries and injections
+
+# Pure acknowledgements carry no question to recall for (English and Chinese).
+DEFAULT_ACKS = (
+    "ok", "okay", "k", "kk", "thanks", "thank you", "thx", "ty", "yes", "yeah", "yep", "yup", "no", "nope",
+    "sure", "cool", "great", "nice", "good", "fine", "alright", "all right", "got it", "understood", "continue",
+    "go on", "go ahead", "next", "done", "hi", "hello", "hey", "bye", "lgtm", "sounds good", "perfect", "right",
+    "please", "proceed", "keep going", "please continue", "thanks a lot", "many thanks",
+    "继续", "继续吧", "请继续", "好的", "好", "好吧", "好滴", "嗯", "嗯嗯", "谢谢", "多谢", "感谢", "可以", "行",
+    "对", "对的", "是", "是的", "没问题", "收到", "明白", "明白了", "知道了", "下一步", "没事", "不用了", "哦", "噢",
+)
+
+
+def ack_pattern(words=DEFAULT_ACKS) -> str:
+    """A regex matching any run of the given acknowledgement words (e.g. 'ok thanks', '好的 谢谢')."""
+    alts = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+    return rf"(?:(?:{alts})\s*)+"
+
+
+DEFAULT_SKIP_PATTERNS = (ack_pattern(),)
+
+
+def normalize_query(text: str) -> str:
+    """NFKC, case-folded, punctuation and symbols turned into spaces: what skip patterns match."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(c if (c.isalnum() or c.isspace()) else " " for c in text)
+    return " ".join(text.split())
+
+
+def _text_of(content) -> str:
+    """The human-readable text of a message's content (str, OpenAI parts or Anthropic blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content
+                         if isinstance(p, str) or (isinstance(p, dict) and p.get("type") in
+                                                   ("text", "input_text", "output_text")))
+    return ""
+
+
+def is_recall_message(msg) -> bool:
+    """True for a message AutoRecall inserted (by its tag, or by its <memory-recall> frame)."""
+    if not isinstance(msg, dict):
+        return False
+    src = msg.get("source")
+    if isinstance(src, dict) and src.get("plugin") == "ipy_memory":
+        return True
+    return msg.get("name") == "ipy_memory" or _text_of(msg.get("content")).lstrip().startswith(_FRAME_START)
+
+
+def _check_messages(messages) -> list:
+    if not isinstance(messages, list):
+        raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or "role" not in m:
+            raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
+    return messages
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space >= limit * 0.8:       # end on a word boundary when that costs little
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
+@dataclass
+class Injection:
+    """One recall block inserted into a turn; `used` is set by feedback()."""
+    id: str
+    session_id: str
+    turn_id: str
+    query: str
+    hit_ids: list[str]
+    chars: int
+    at: float
+    used: bool | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class _State:
+    counts: Counter = field(default_factory=Counter)
+    skips: Counter = field(default_factory=Counter)
+    turns: OrderedDict = field(default_factory=OrderedDict)         # (session, turn, query) -> at
+    queries: OrderedDict = field(default_factory=OrderedDict)       # (session, query) -> at
+    hits: OrderedDict = field(default_factory=OrderedDict)          # (session, hit id) -> at
+    injections: OrderedDict = field(default_factory=OrderedDict)    # id -> Injection
+
+
+def _remember(d: OrderedDict, key, value) -> None:
+    d[key] = value
+    d.move_to_end(key)
+    while len(d) > _KEEP:
+        d.popitem(last=False)
+
+
+class AutoRecall:
+    """Insert recalled memories into an agent's messages once per human turn, within hard limits."""
+
+    def __init__(self, engine, *, max_nodes: int = 5, max_chars: int = 4000, max_node_chars: int = 1200,
+                 timeout_ms: int = 1500, cooldown_s: float = 60, skip_patterns=None, min_score: float | None = None,
+                 min_query_chars: int = 3, scope: str = "project+global", tag: str | None = "source",
+                 enabled: bool = True, capture: bool = True, clock=None):
+        if not all(hasattr(engine, a) for a in ("recall", "remember_exchange")):
+            raise InvalidArgument("AutoRecall(engine): pass a MemoryEngine")
+        self.engine = engine
+        self.max_nodes = v.integer(max_nodes, "max_nodes", 1, 50)
+        self.max_chars = v.integer(max_chars, "max_chars (>= 500: the block's frame alone takes ~250)", 500, 1_000_000)
+        self.max_node_chars = v.integer(max_node_chars, "max_node_chars", 50, 1_000_000)
+        self.timeout_ms = v.integer(timeout_ms, "timeout_ms", 1, 600_000)
+        self.cooldown_s = v.number(cooldown_s, "cooldown_s", 0.0, 86_400.0 * 365)
+        self.min_score = v.number(min_score, "min_score", 0.0, 10.0) if min_score is not None else None
+        self.min_query_chars = v.integer(min_query_chars, "min_query_chars", 0, 1000)
+        v.scopes(scope)
+        self.scope = scope
+        if tag not in ("source", "name", None):
+            raise InvalidArgument("tag must be 'source' (a 'source' dict on the message), 'name' (name='ipy_memory', "
+                                  "accepted by OpenAI chat APIs) or None (no extra key, e.g. for the Anthropic API)")
+        self.tag = tag
+        self.enabled = v.flag(enabled, "enabled")
+        self.capture_enabled = v.flag(capture, "capture")
+        self.skip_patterns = self._compile(DEFAULT_SKIP_PATTERNS if skip_patterns is None else skip_patterns)
+        self.clock = clock or getattr(engine, "clock", None)
+        if not callable(self.clock):
+            raise InvalidArgument("clock must be a callable returning seconds, e.g. time.time")
+        self._lock = threading.RLock()
+        self._s = _State()
+        self._inflight: threading.Thread | None = None
+        self._degraded: str | None = None
+        self._capture_error: str | None = None
+        self.last_injection: Injection | None = None
+        self.last_skip: str | None = None
+
+    @staticmethod
+    def _compile(patterns):
+        if isinstance(patterns, (str, re.Pattern)):
+            patterns = [patterns]
+        try:
+            return tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
+        except (TypeError, re.error) as exc:
+            raise InvalidArgument(f"skip_patterns must be regex strs matched against the whole normalised "
+                                  f"query, e.g. DEFAULT_SKIP_PATTERNS + (r'lol',): {exc}") from None
+
+    # ------------------------------------------------------------------------------ recall
+    def inject(self, messages: list, *, session_id: str, turn_id) -> list:
+        """Return a new list with one recall message inserted before the human query (or unchanged)."""
+        _check_messages(messages)
+        session_id = v.text(session_id, "session_id", max_chars=256)
+        if isinstance(turn_id, bool) or not isinstance(turn_id, (str, int)):
+            raise InvalidArgument(f"turn_id must be a str or int identifying the human turn, got {turn_id!r}")
+        out = list(messages)
+        if not self.enabled:
+            return self._skip(out, "disabled")
+        if getattr(self.engine, "_closed", False):
+            return self._skip(out, "engine closed")
+        idx = next((i for i in range(len(out) - 1, -1, -1) if out[i].get("role") == "user"
+                    and not is_recall_message(out[i]) and _text_of(out[i].get("content")).strip()), None)
+        if idx is None:
+            return self._skip(out, "no user message")
+        if idx != len(out) - 1:        # tool results or an answer follow: a later step of the turn
+            return self._skip(out, "not first step")
+        query = _text_of(out[idx].get("content")).strip()
+        norm = normalize_query(query)
+        now = self.clock()
+        with self._lock:
+            key = (session_id, str(turn_id), norm)
+            if key in self._s.turns:
+                return self._skip(out, "already injected")
+            _remember(self._s.turns, key, now)
+            if len(norm) < self.min_query_chars:
+                return self._skip(out, "too short")
+            if any(p.fullmatch(norm) for p in self.skip_patterns):
+                return self._skip(out, "acknowledgement")
+            last = self._s.queries.get((session_id, norm))
+            if last is not None and now - last < self.cooldown_s:
+                return self._skip(out, "cooldown")
+            _remember(self._s.queries, (session_id, norm), now)
+        if len(query) > 2000:            # pasted code or logs: the start and end carry the question
+            query = query[:1000] + "\n" + query[-1000:]
+        hits = self._recall(query)
+        if hits is None:
+            return self._skip(out, "recall failed")
+        with self._lock:
+            fresh = [h for h in hits if now - self._s.hits.get((session_id, h.id), -1e300) >= self.cooldown_s]
+            if not fresh:
+                return self._skip(out, "no hits" if not hits else "cooldown")
+            block, used = self._block(fresh)
+            if not used:
+                return self._skip(out, "no room")
+            inj = Injection(id="inj-" + secrets.token_hex(6), session_id=session_id, turn_id=str(turn_id),
+                            query=query[:200], hit_ids=[h.id for h in used], chars=len(block), at=now)
+            for h in used:
+                _remember(self._s.hits, (session_id, h.id), now)
+            _remember(self._s.injections, inj.id, inj)
+            self._s.counts["injections"] += 1
+            self.last_injection = inj
+        msg = {"role": "user", "content": block if isinstance(out[idx].get("content"), str)
+               else [{"type": "text", "text": block}]}
+        if self.tag == "source":
+            msg["source"] = {**SOURCE, "id": inj.id}
+        elif self.tag == "name":
+            msg["name"] = "ipy_memory"
+        out.insert(idx, msg)
+        return out
+
+    def _skip(self, out: list, reason: str) -> list:
+        with self._lock:
+            self._s.skips[reason] += 1
+            self.last_skip = reason
+        return out
+
+    def _recall(self, query: str):
+        """Hits, or None when the engine failed or missed the deadline (the reason is recorded)."""
+        if self._inflight is not None and self._inflight.is_alive():
+            self._fail("busy", "the previous recall is still running")
+            return None
+        box: dict = {}
+
+        def work():
+            try:
+                box["hits"] = self.engine.recall(query, scope=self.scope, limit=self.max_nodes,
+                                                 min_score=self.min_score).hits
+            except BaseException as exc:  # noqa: BLE001 - reported, never raised into the turn
+                box["error"] = exc
+
+        t = threading.Thread(target=work, name="ipy_memory-autorecall", daemon=True)
+        t.start()
+        t.join(self.timeout_ms / 1000)
+        if t.is_alive():
+            self._inflight = t
+            self._fail("timeouts", f"recall slower than timeout_ms={self.timeout_ms}")
+            return None
+        if "error" in box:
+            exc = box["error"]
+            self._fail("errors", f"{type(exc).__name__}: {exc}")
+            if not isinstance(exc, IpyMemoryError):
+                log.warning("ipy_memory: auto-recall failed", exc_info=exc)
+            return None
+        with self._lock:
+            self._degraded = None
+        return box["hits"]
+
+    def _fail(self, counter: str, reason: str) -> None:
+        with self._lock:
+            self._s.counts[counter] += 1
+            self._degraded = reason
+        log.info("ipy_memory: auto-recall skipped this turn: %s", reason)
+
+    def _block(self, hits) -> tuple[str, list]:
+        """The <memory-recall> block within max_chars, built item by item (never sliced)."""
+        locale = getattr(getattr(self.engine, "settings", None), "locale", "en")
+        items, used = [], []
+        for h in hits:
+            text = _truncate(h.text, self.max_node_chars)
+            while True:
+                candidate = _item(len(items) + 1, h.created_at, h.label, text)
+                over = len(_render(items + [candidate], locale)) - self.max_chars
+                if over <= 0:
+                    items.append(candidate)
+                    used.append(h)
+                    break
+                if len(text) - over < 80:      # too little room left for a useful excerpt
+                    return _render(items, locale), used
+                text = _truncate(text, len(text) - over - 1)
+        return _render(items, locale), used
+
+    # ------------------------------------------------------------------------------ feedback / stats
+    def feedback(self, injection_id: str, used: bool = True) -> None:
+        """Record whether the model used an injection (for the precision in stats())."""
+        used = v.flag(used, "used")
+        with self._lock:
+            inj = self._s.injections.get(injection_id) if isinstance(injection_id, str) else None
+            if inj is None:
+                raise NotFound(f"no injection {injection_id!r}: pass an id from auto.last_injection.id "
+                               "(only the latest 10,000 are kept)")
+            inj.used = used
+
+    def stats(self) -> dict:
+        """compat (auto-recall / capture: on, off or degraded with reason), counters and precision."""
+        with self._lock:
+            judged = [i.used for i in self._s.injections.values() if i.used is not None]
+            c = self._s.counts
+            return {
+                "compat": self.compat(),
+                "injections": c["injections"], "skips": sum(self._s.skips.values()),
+                "skip_reasons": dict(self._s.skips), "timeouts": c["timeouts"], "errors": c["errors"],
+                "busy": c["busy"], "captures": c["captures"], "capture_errors": c["capture_errors"],
+                "feedback": len(judged), "used": sum(judged),
+                "precision": round(sum(judged) / len(judged), 4) if judged else None,
+                "last_injection": self.last_injection.to_dict() if self.last_injection else None,
+                "last_skip": self.last_skip,
+            }
+
+    def compat(self) -> dict:
+        if not self.enabled:
+            recall, reason = "off", "disabled (enabled=False)"
+        elif getattr(self.engine, "_closed", False):
+            recall, reason = "off", "the engine is closed"
+        elif self._degraded:
+            recall, reason = "degraded", self._degraded
+        else:
+            recall, reason = "on", None
+        if not self.capture_enabled:
+            capture, creason = "off", "disabled (capture=False)"
+        elif getattr(self.engine, "read_only", False):
+            capture, creason = "off", "the engine is read-only"
+        elif self._capture_error:
+            capture, creason = "degraded", self._capture_error
+        else:
+            capture, creason = "on", None
+        return {"auto_recall": recall, "reason": reason, "capture": capture, "capture_reason": creason}
+
+    # ------------------------------------------------------------------------------ capture
+    def capture(self, messages: list, *, session_id: str, background: bool = False, **kw):
+        """Store the exchange (minus recall messages) with engine.remember_exchange; secrets are redacted.
+
+        Returns the RememberResult (True/False when background=True), or None when capture is off,
+        there was nothing worth storing, or the store failed (logged; see stats()["compat"])."""
+        _check_messages(messages)
+        session_id = v.text(session_id, "session_id", max_chars=256)
+        background = v.flag(background, "background")
+        if not self.capture_enabled or getattr(self.engine, "read_only", False):
+            return None
+        own = [m for m in messages if not is_recall_message(m)]     # never store recalled memory again
+        if background:
+            return self.engine.fire_exchange(session_id, own, **kw)
+        try:
+            result = self.engine.remember_exchange(session_id, own, **kw)
+        except InvalidArgument as exc:
+            if "no non-trivial" in str(exc):     # an exchange of acknowledgements only
+                return None
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed capture must not fail the turn
+            with self._lock:
+                self._s.counts["capture_errors"] += 1
+                self._capture_error = f"{type(exc).__name__}: {exc}"
+            log.warning("ipy_memory: capture failed: %s", exc)
+            return None
+        with self._lock:
+            self._s.counts["captures"] += 1
+            self._capture_error = None
+        return result
+
+
+__all__ = ["AutoRecall", "Injection", "DEFAULT_ACKS", "DEFAULT_SKIP_PATTERNS", "SOURCE", "ack_pattern",
+           "is_recall_message", "normalize_query"]
