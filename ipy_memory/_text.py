@@ -19,14 +19,13 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RUN = re.compile(rf"[{_CJK}]")
 
+# Function words only: "before", "after", "not", "first", "more" carry meaning in questions
+# (a longer list cost 0.003 recall@10 on LoCoMo dev). "s", "t", "ll"... are contraction fragments.
 STOP_WORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most
-my myself no nor not now of off on once only or other our ours ourselves out over own same she should
-so some such than that the their theirs them themselves then there these they this those through to
-too under until up very was we were what when where which while who whom why will with would you
-your yours yourself yourselves s t d ll m re ve don didn doesn isn wasn weren won wouldn
+a am an and are as at be been but by can could did do does for from had has have he her hers him his
+how i if in into is it its me my of on or our she so than that the their them then there these they
+this those to was we were what when where which who whom why will with would you your
+s t d ll m re ve
 """.split())
 
 _stemmer = snowballstemmer.stemmer("english")

@@ -43,8 +43,8 @@ class Settings:
     neighbor_weights: tuple[float, ...] = (0.5, 0.25)   # context lent by sections/turns at distance 1, 2
     context_mode: str = "columns"                      # "columns": neighbours' text as BM25 columns; "propagate": their scores
     parent_weight: float = 1.0                         # roll-up of the whole document's own score
-    title_weight: float = 0.5                          # query names a heading / speaker of the node (x)
-    title_match_weight: float = 0.3                    # ... and the heading's own match (+, finds headings)
+    title_weight: float = 0.75                         # query names a heading / speaker of the node (x)
+    title_match_weight: float = 0.5                    # ... and the heading's own match (+, finds headings)
     cue_weight: float = 0.3                            # node holds the kind of answer asked for
     sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
     # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
