@@ -82,7 +82,10 @@ WORKER = textwrap.dedent(r'''
                 live = sorted(set(acked) - forgotten)
                 if live:
                     victim = rng.choice(live)
-                    eng.forget(victim)
+                    try:
+                        eng.forget(victim)
+                    except NotFound:
+                        not_found += 1   # another kernel recalled and forgot it first: documented
                     forgotten.add(victim)
             else:
                 other = rng.choice([x for x in range(4) if x != w])
@@ -146,7 +149,8 @@ def run_workers(data_dir: Path, out_dir: Path, n: int, exact: int, seed: int, ti
     out_dir.mkdir()
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(w), str(n), str(data_dir), str(out_dir),
-                               str(seed), str(exact)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                               str(seed), str(exact)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              cwd=out_dir)
              for w in range(WORKERS)]
     outs = []
     for p in procs:
