@@ -137,7 +137,7 @@ def hit_body_html(hit) -> str:
                 + (f" · {_esc(prov)}" if prov else "") + f"</div>{details}")
 
 
-def _hits_header(result) -> str:
+def hits_header(result) -> str:
     n = len(result)
     q = getattr(result, "query", None)
     head = plural(n, "hit") + (f" for {q!r}" if q is not None else "")
@@ -146,7 +146,7 @@ def _hits_header(result) -> str:
 
 
 def hits_text(result) -> str:
-    lines = [_hits_header(result)]
+    lines = [hits_header(result)]
     for i, h in enumerate(result, 1):
         lines.append(f"[{i}] {date(h.created_at)}  {h.score:.3f}  {one_line(h.label, 60)}  ({h.id})")
         lines += ["      " + one_line(excerpt(h.text, 160))]
@@ -157,7 +157,7 @@ def hits_text(result) -> str:
 
 
 def hits_markdown(result) -> str:
-    head = f"**{md_escape(_hits_header(result))}**"
+    head = f"**{md_escape(hits_header(result))}**"
     if not len(result):
         return head
     rows = [[str(i), date(h.created_at), f"**{md_escape(h.label, 80)}** `{h.id}`<br>{md_escape(excerpt(h.text))}",
@@ -166,7 +166,7 @@ def hits_markdown(result) -> str:
 
 
 def hits_html(result) -> str:
-    head = f'<div style="margin-bottom:2px"><b>{_esc(_hits_header(result))}</b></div>'
+    head = f'<div style="margin-bottom:2px"><b>{_esc(hits_header(result))}</b></div>'
     if not len(result):
         return _box(head)
     rows = []

@@ -97,7 +97,7 @@ class Param:
             if self.max_length is not None and len(value) > self.max_length:
                 raise InvalidArgument(f"{name} has {len(value):,} characters; the limit is {self.max_length:,}")
             if self.pattern is not None and not re.search(self.pattern, value):
-                raise InvalidArgument(f"{name} {value[:80]!r} does not match {self.pattern}")
+                raise InvalidArgument(f"{name} {value[:80]!r} is not in the expected form. {self.description}")
         return value
 
     def _range(self) -> str:
@@ -240,7 +240,12 @@ def maintenance(method: str) -> Handler:
             data = json.loads(json.dumps(data, default=str))
         except (TypeError, ValueError):
             data = {"result": str(r)}
-        text = r.summary() if hasattr(r, "summary") else (json.dumps(data, ensure_ascii=False) if data else "done")
+        if hasattr(r, "summary"):
+            text = r.summary()
+        elif isinstance(data, dict):
+            text = ", ".join(f"{k}: {json.dumps(val, ensure_ascii=False)}" for k, val in data.items()) or "done"
+        else:
+            text = "done" if data is None else json.dumps(data, ensure_ascii=False)
         return ToolResult(f"memory_{method}", f"{method}: {text}", data, value=r)
     handler.__name__ = f"_{method}"
     return handler
@@ -353,8 +358,8 @@ def export_tools(format: str = "openai", *, prefix: str = "", engine: Any = None
 
 
 # ------------------------------------------------------------------------------ calling
-def _error(name: str, message: str) -> ToolResult:
-    return ToolResult(name, f"Error: {message}", {"error": message}, is_error=True)
+def _error(name: str, message: str, kind: str = "InvalidArgument") -> ToolResult:
+    return ToolResult(name, f"Error: {message}", {"error": message, "type": kind}, is_error=True)
 
 
 def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, prefix: str = "",
@@ -370,7 +375,7 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     spec = TOOLS.get(name) if isinstance(name, str) else None
     if spec is None or not spec.available(engine):
         names = ", ".join(prefix + t.name for t in available_tools(engine))
-        return _error(shown, f"unknown tool {shown}; available: {names}")
+        return _error(shown, f"unknown tool {shown}; available: {names}", "UnknownTool")
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -387,7 +392,7 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     try:
         result = spec.handler(engine, args, metadata)
     except IpyMemoryError as exc:
-        return _error(shown, f"{type(exc).__name__}: {exc}")
+        return _error(shown, f"{type(exc).__name__}: {exc}", type(exc).__name__)
     result.name = shown
     return result
 

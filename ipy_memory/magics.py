@@ -1,0 +1,526 @@
+"""IPython magics for long-term memory: ``%load_ext ipy_memory``.
+
+    %remember [-s SCOPE] [-p PROJECT] [-t TITLE] [--ttl SECONDS] [--importance X] [--force] [--replace ID] TEXT
+    %%remember [options]          the cell body (Markdown) is the memory
+    %%store [-s SCOPE] [-t TITLE] [--ttl SECONDS] [NAME]     IPython's line magic %store keeps working
+    %recall [-n LIMIT] [--max-tokens N] [-s SCOPE] [-p PROJECT] [--path P] [--block] QUERY
+    %memrecall ...                 the same, under a name that never clashes (%recall shadows IPython's; %rep is
+                                   IPython's original while loaded)
+    %memories [-s SCOPE] [-p PROJECT] [-n LIMIT] [--offset N]      %memstats      %forget ID [ID ...]
+    %memdream  %memrotate  %memcompact                              when the engine has those methods
+
+Settings (``%config MemoryMagics.limit = 5`` or ``c.MemoryMagics.limit = 5`` in ipython_config.py): see
+``%config MemoryMagics``. One engine per kernel, opened on first use, closed on unload and at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import re
+import shlex
+import sys
+import time
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+from traitlets import Bool, Enum, Float, Int, Unicode, observe
+
+from . import tools
+from .config import SCOPES, Settings, default_session
+from .engine import MemoryEngine
+from .errors import IpyMemoryError
+from .models import MemoryList, RecallResult, RememberResult, Stats
+
+__all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
+
+LIFECYCLE = ("dream", "rotate", "compact")       # %memdream, %memrotate, %memcompact when the engine has them
+_MISSING = object()
+_TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
+_HINTS = {
+    "NotFound": "list ids with %memories or %recall QUERY",
+    "StorageError": "use another store: %config MemoryMagics.data_dir = '/path/to/dir'",
+    "ReadOnlyError": "this store is read-only: %config MemoryMagics.data_dir = '/a/writable/dir'",
+    "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
+    "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
+}
+
+
+class RecallBlock(str):
+    """The `<memory-recall>` text (a str) that shows as plain text rather than a quoted repr."""
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+def current_engine(shell=None) -> MemoryEngine:
+    """The kernel's engine (the one the magics use); needs ``%load_ext ipy_memory``."""
+    if shell is None:
+        from IPython import get_ipython
+        shell = get_ipython()
+    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
+    if magics is None or not getattr(magics, "_installed", False):
+        raise UsageError("ipy_memory is not loaded: run %load_ext ipy_memory first")
+    return magics.engine
+
+
+def _unquote(token: str) -> str:
+    try:
+        parts = shlex.split(token)
+    except ValueError:      # an unbalanced quote: keep it as typed
+        return token
+    return parts[0] if len(parts) == 1 else token
+
+
+def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
+    """'global+project' -> 'project+global' (canonical order); UsageError for unknown parts."""
+    if value is None:
+        return None
+    parts = {p.strip() for p in value.split("+")}
+    bad = parts - set(SCOPES)
+    if bad or not parts:
+        raise UsageError(f"unknown scope {value!r} for {what}: use session, project, global or a '+'-joined "
+                         "combination, e.g. -s project+global")
+    return "+".join(s for s in SCOPES if s in parts)
+
+
+@magics_class
+class MemoryMagics(Magics):
+    """Long-term memory magics: %remember, %%store, %recall, %memories, %memstats, %forget."""
+
+    data_dir = Unicode("", help="Data dir of the store ('' = IPY_MEMORY_DATA_DIR or the platform's data dir).").tag(config=True)
+    scope = Enum(SCOPES, "project", help="Scope of new memories; %recall searches it plus project and global.").tag(config=True)
+    project = Unicode("", help="Project name ('' = from the git remote or the working directory).").tag(config=True)
+    limit = Int(10, min=1, max=50, help="Default number of %recall hits.").tag(config=True)
+    max_tokens = Int(None, allow_none=True, min=1, max=100_000, help="Default token budget of %recall (None = no budget).").tag(config=True)
+    display = Enum(("auto", "widget", "html", "text"), "auto", help=(
+        "How results show: auto = HTML + Markdown + text (static, survives export); widget = live ipywidgets where "
+        "a kernel runs, else html; html = HTML + text; text = plain text only.")).tag(config=True)
+    autopandas = Bool(False, help="%memories returns a pandas DataFrame.").tag(config=True)
+    dedup_threshold = Float(0.92, min=0.0, max=1.0, help="Similarity above which a new memory counts as a duplicate.").tag(config=True)
+    embedder = Unicode("", help="Embedder preset ('' = the store's, else IPY_MEMORY_EMBED_PRESET, else 'hash').").tag(config=True)
+    locale = Unicode("en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
+    shadow_builtins = Bool(True, help="%recall is ours (IPython's stays reachable as %rep); False: only %memrecall.").tag(config=True)
+
+    def __init__(self, shell=None, **kwargs):
+        self._engine: MemoryEngine | None = None
+        self._engine_key = None
+        self._installed = False
+        self._saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
+        self._ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
+        self._formatters: list[tuple[object, type, object]] = []
+        self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
+        self._unshown: list = []   # RememberResults to print after the cell unless shown as its output
+        super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
+
+    # ------------------------------------------------------------------------------ engine
+    @property
+    def engine(self) -> MemoryEngine:
+        """The kernel's MemoryEngine, opened on first use and reopened when its settings change."""
+        key = (self.data_dir, self.project, self.embedder, self.dedup_threshold, self.locale)
+        if self._engine is not None and self._engine_key != key:
+            self.close_engine()
+        if self._engine is None:
+            try:
+                settings = Settings().with_(dedup_threshold=self.dedup_threshold, locale=self.locale)
+                self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
+                                            project=self.project or None, settings=settings)
+            except IpyMemoryError as exc:
+                raise UsageError(f"cannot open the memory store: {exc}\n"
+                                 + _HINTS.get(type(exc).__name__, _HINTS["StorageError"])) from None
+            self._engine_key = key
+        return self._engine
+
+    def close_engine(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
+    @observe("data_dir", "project", "embedder", "dedup_threshold", "locale")
+    def _engine_settings_changed(self, change) -> None:
+        self.close_engine()
+
+    @observe("shadow_builtins")
+    def _shadow_changed(self, change) -> None:
+        if self._installed:
+            self._shadow() if change["new"] else self._unshadow()
+
+    # ------------------------------------------------------------------------------ install / uninstall
+    def install(self) -> None:
+        """Register the magics, display formatters and cell hooks (what %load_ext does)."""
+        mm = self.shell.magics_manager
+        mm.registry[type(self).__name__] = self
+        names = [("line", "remember", self.remember), ("cell", "remember", self.remember),
+                 ("cell", "store", self.store), ("line", "memrecall", self.memrecall),
+                 ("line", "memories", self.memories), ("line", "memstats", self.memstats),
+                 ("line", "forget", self.forget)]
+        names += [("line", "mem" + m, getattr(self, "mem" + m)) for m in LIFECYCLE
+                  if callable(getattr(MemoryEngine, m, None))]
+        for kind, name, fn in names:
+            self._put(kind, name, fn)
+        if self.shadow_builtins:
+            self._shadow()
+        self._register_formatters()
+        self.shell.events.register("pre_run_cell", self._pre_run_cell)
+        self.shell.events.register("post_run_cell", self._post_run_cell)
+        atexit.register(self.close_engine)
+        self._installed = True
+
+    def uninstall(self) -> None:
+        """Undo install(): restore every magic and formatter we replaced, close the engine."""
+        if not self._installed:
+            return
+        self._installed = False
+        for kind, name in list(self._saved):
+            self._restore(kind, name)
+        for formatter, cls, old in self._formatters:
+            formatter.pop(cls, None)
+            if old is not None:
+                formatter.for_type(cls, old)
+        self._formatters.clear()
+        for event, fn in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
+            if fn in self.shell.events.callbacks[event]:
+                self.shell.events.unregister(event, fn)
+        mm = self.shell.magics_manager
+        if mm.registry.get(type(self).__name__) is self:
+            del mm.registry[type(self).__name__]
+        if self in self.shell.configurables:
+            self.shell.configurables.remove(self)
+        atexit.unregister(self.close_engine)
+        self.close_engine()
+
+    def _put(self, kind: str, name: str, fn) -> None:
+        mm = self.shell.magics_manager
+        try:
+            mm.find(kind, name)   # IPython 9 keeps builtins as lazy placeholders: resolve before saving
+        except UsageError:
+            pass
+        if (kind, name) not in self._saved:
+            self._saved[(kind, name)] = mm.magics[kind].get(name, _MISSING)
+        mm.magics[kind][name] = self._ours[(kind, name)] = fn
+
+    def _restore(self, kind: str, name: str) -> None:
+        table = self.shell.magics_manager.magics[kind]
+        old, ours = self._saved.pop((kind, name), _MISSING), self._ours.pop((kind, name), None)
+        if table.get(name) is not ours:
+            return   # replaced by someone else since: leave theirs
+        if old is _MISSING:
+            table.pop(name, None)
+        else:
+            table[name] = old
+
+    def _shadow(self) -> None:
+        original = self.shell.find_line_magic("recall")
+        self._put("line", "recall", self.memrecall)
+        if original is not None:
+            self._put("line", "rep", original)    # %rep is an alias of "recall": point it at IPython's own
+
+    def _unshadow(self) -> None:
+        self._restore("line", "rep")
+        self._restore("line", "recall")
+
+    # ------------------------------------------------------------------------------ display
+    def _register_formatters(self) -> None:
+        fmt = self.shell.display_formatter
+        plain, html, md = (fmt.formatters[k] for k in ("text/plain", "text/html", "text/markdown"))
+        entries = [(plain, RememberResult, self._pretty_remember), (fmt.mimebundle_formatter, RecallResult, self._widget),
+                   (fmt.mimebundle_formatter, Stats, self._widget)]
+        for cls in (RecallResult, MemoryList, Stats):
+            entries += [(html, cls, self._html), (md, cls, self._markdown)]
+        for formatter, cls, fn in entries:
+            self._formatters.append((formatter, cls, formatter.for_type(cls, fn)))
+
+    def live_widgets(self) -> bool:
+        """True where widgets can render: display='widget' (or 'auto' for widget objects) inside a kernel."""
+        return getattr(self.shell, "kernel", None) is not None
+
+    def _html(self, obj):
+        return obj._repr_html_() if self.display != "text" else None
+
+    def _markdown(self, obj):
+        return obj._repr_markdown_() if self.display == "auto" else None
+
+    def _widget(self, obj):
+        if self.display != "widget" or not self.live_widgets():
+            return None
+        from .widgets import RecallBrowser, TierStats
+        view = RecallBrowser(self.engine, result=obj) if isinstance(obj, RecallResult) else TierStats(self.engine, stats=obj)
+        return view._repr_mimebundle_()
+
+    def _pretty_remember(self, obj, p, cycle) -> None:
+        self._unshown = [r for r in self._unshown if r is not obj]
+        p.text(obj.summary())
+
+    def _announce(self, result):
+        """%remember prints one line: as the cell's output if it is one, else after the cell."""
+        if self._cell is None:
+            print(result.summary())
+        else:
+            self._unshown.append(result)
+        return result
+
+    def _pre_run_cell(self, info) -> None:
+        self._cell = info
+
+    def _post_run_cell(self, result) -> None:
+        self._cell, unshown, self._unshown = None, self._unshown, []
+        for r in unshown:
+            print(r.summary())
+
+    # ------------------------------------------------------------------------------ helpers
+    def _parse(self, func, line: str, *, expand_text: bool = True):
+        """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {})."""
+        parser = func.parser
+        opts, rest = [], line.strip()
+        while rest.startswith("-"):
+            m = _TOKEN.match(rest)
+            tok = _unquote(m.group(1))
+            if tok == "--":
+                rest = rest[m.end():].strip()
+                break
+            flag = tok.split("=", 1)[0]
+            action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
+            if action is None:
+                if re.match(r"^--?[A-Za-z]", tok):
+                    raise UsageError(f"unknown option {tok!r}; see %{func.__name__}? (put -- before text starting with '-')")
+                break   # '-5 degrees', '- a bullet': text
+            opts.append(tok)
+            rest = rest[m.end():].strip()
+            attached = "=" in tok or (not tok.startswith("--") and len(tok) > 2)   # --opt=value, -n5
+            if action.nargs != 0 and not attached:
+                m = _TOKEN.match(rest)
+                if not m:
+                    raise UsageError(f"option {tok} needs a value; see %{func.__name__}?")
+                opts.append(_unquote(m.group(1)))
+                rest = rest[m.end():].strip()
+        args = parser.parse_args(opts)
+        if getattr(args, "expand", False) and expand_text:
+            rest = self._expand(rest)
+        return args, rest
+
+    def _expand(self, text: str) -> str:
+        frame, depth = sys._getframe(0), 0
+        while frame is not None and frame.f_globals is not self.shell.user_ns:
+            frame, depth = frame.f_back, depth + 1
+        return self.shell.var_expand(text, depth=depth if frame is not None else 10_000)
+
+    def _call(self, tool: str, arguments: dict, usage: str, metadata: dict | None = None):
+        result = tools.call_tool(tool, {k: val for k, val in arguments.items() if val is not None},
+                                 engine=self.engine, metadata=metadata)
+        if result.is_error:
+            kind = (result.data or {}).get("type", "")
+            hint = _HINTS.get(kind, f"usage: {usage}  (see {usage.split()[0]}?)")
+            raise UsageError(f"{result.data['error']}\n{hint}")
+        return result.value
+
+    def provenance(self, magic: str, source: str) -> dict:
+        """Metadata for memories stored from IPython: where and when they came from."""
+        cell = self._cell
+        raw = getattr(cell, "raw_cell", None) or source
+        meta = {"source": "ipython", "magic": magic}
+        ns = self.shell.user_ns
+        notebook = ns.get("__vsc_ipynb_file__") or ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+        if notebook:
+            meta["notebook"] = str(notebook)
+        meta["cell"] = getattr(self.shell, "execution_count", None)
+        if getattr(cell, "cell_id", None):
+            meta["cell_id"] = cell.cell_id
+        meta["cell_sha256"] = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+        kernel = getattr(self.shell, "kernel", None)
+        meta["kernel_session"] = getattr(getattr(kernel, "session", None), "session", None) or default_session()
+        meta["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return meta
+
+    def _search_scope(self, scope: str | None) -> str:
+        return _scope_arg(scope) or _scope_arg(f"{self.scope}+project+global")
+
+    # ------------------------------------------------------------------------------ magics
+    @no_var_expand
+    @magic_arguments()
+    @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
+    @argument("-p", "--project", help="project name (default: the current project)")
+    @argument("-t", "--title", help="title (default: the first heading or line)")
+    @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
+    @argument("--importance", type=float, help="0..1 (default 0.6)")
+    @argument("--force", action="store_true", help="store even if a near-duplicate exists")
+    @argument("--replace", metavar="ID", help="overwrite memory ID with this text")
+    @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the text first")
+    @argument("text", nargs="*", help="the text (line form); the cell body in %%remember")
+    @line_cell_magic
+    def remember(self, line: str, cell: str | None = None):
+        """Store a note in long-term memory; prints one line and returns the RememberResult.
+
+            %remember The sales table lives in warehouse.sales_2024
+            %remember -s global -t "Style" Use ruff, line length 110
+
+            %%remember -t "Data sources"
+            # Data
+            The sales table lives in warehouse.sales_2024.
+
+        `$var` and `{expr}` are kept literally unless you pass -v/--expand.
+        """
+        args, text = self._parse(self.remember, line, expand_text=cell is None)
+        if cell is not None:
+            args.title = args.title or text or None
+            text = self._expand(cell) if args.expand else cell
+        if not text.strip():
+            raise UsageError("nothing to remember: %remember TEXT, or %%remember with the note in the cell body")
+        scope = args.scope or self.scope
+        source = f"%%remember {line}\n{cell}" if cell is not None else f"%remember {line}"
+        arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
+                         importance=args.importance, force=args.force or None, replace=args.replace)
+        return self._announce(self._call("memory_remember", arguments, "%remember [options] TEXT",
+                                         self.provenance("remember", source)))
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
+    @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
+    @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
+    @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the body first")
+    @argument("name", nargs="?", help="a name: running the cell again replaces the memory stored under it")
+    @cell_magic
+    def store(self, line: str, cell: str):
+        """Store the cell body as a Markdown document in long-term memory (cell magic; %store is IPython's).
+
+            %%store setup-notes
+            # Environment
+            Use the conda env `ds`; data lives in s3://bucket/raw.
+
+        With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
+        """
+        args, name = self._parse(self.store, line)
+        name = name.strip() or None
+        body = self._expand(cell) if args.expand else cell
+        if not body.strip():
+            raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
+        scope = args.scope or self.scope
+        meta = self.provenance("store", f"%%store {line}\n{cell}")
+        replace = None
+        if name:
+            meta["name"] = name
+            replace = self._find_named(name, _scope_arg(scope))
+        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
+        return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta))
+
+    def _find_named(self, name: str, scope: str) -> str | None:
+        offset = 0
+        while offset < 10_000:
+            page = self.engine.list_memories(scope=scope, limit=200, offset=offset)
+            for m in page:
+                if (m.metadata or {}).get("name") == name and (m.metadata or {}).get("source") == "ipython":
+                    return m.id
+            offset += len(page)
+            if not len(page) or offset >= page.total:
+                return None
+        return None
+
+    @no_var_expand
+    @magic_arguments()
+    @argument("-n", "--limit", type=int, help="number of hits, 1-50 (default: MemoryMagics.limit)")
+    @argument("--max-tokens", type=int, help="token budget of the recall block, 1-100000")
+    @argument("-s", "--scope", help="'+'-joined session, project, global (default: project+global)")
+    @argument("-p", "--project", help="project name (default: the current project)")
+    @argument("--path", help="only sections under this heading path, e.g. Setup/Env")
+    @argument("--block", action="store_true", help="return the <memory-recall> text for a prompt")
+    @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the query first")
+    @argument("query", nargs="*", help="what to look for")
+    @line_magic
+    def memrecall(self, line: str):
+        """Search long-term memory; returns a RecallResult (hits, best first), or with --block its prompt text.
+
+            %recall where does the sales table live?
+            %recall -n 3 -s global code style
+            prompt = %recall --block --max-tokens 500 sales table
+
+        %recall is %memrecall while ipy_memory is loaded; IPython's own %recall is then %rep.
+        """
+        args, query = self._parse(self.memrecall, line)
+        if not query.strip():
+            raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
+        arguments = dict(query=query, scope=self._search_scope(args.scope), project=args.project,
+                         limit=args.limit or self.limit, max_tokens=args.max_tokens or self.max_tokens, path=args.path)
+        result = self._call("memory_search", arguments, "%recall [-n LIMIT] [-s SCOPE] [--block] QUERY")
+        return RecallBlock(result.block) if args.block else result
+
+    @magic_arguments()
+    @argument("-s", "--scope", help="'+'-joined session, project, global (default: all three)")
+    @argument("-p", "--project", help="project name (default: the current project)")
+    @argument("-n", "--limit", type=int, default=50, help="page size, 1-200 (default 50)")
+    @argument("--offset", type=int, default=0, help="how many to skip")
+    @line_magic
+    def memories(self, line: str):
+        """List stored memories, newest first (a MemoryList; a DataFrame when MemoryMagics.autopandas is on).
+
+            %memories
+            %memories -s global -n 20 --offset 20
+        """
+        args, rest = self._parse(self.memories, line)
+        if rest:
+            raise UsageError(f"%memories takes options only, not {rest!r}; to search use %recall {rest}")
+        arguments = dict(scope=_scope_arg(args.scope), project=args.project, limit=args.limit, offset=args.offset)
+        result = self._call("memory_list", arguments, "%memories [-s SCOPE] [-p PROJECT] [-n LIMIT] [--offset N]")
+        return result.to_pandas() if self.autopandas else result
+
+    @line_magic
+    def memstats(self, line: str = ""):
+        """Counts and sizes of the store, with a table per tier and per space.
+
+            %memstats
+        """
+        return self._call("memory_stats", {}, "%memstats")
+
+    @line_magic
+    def forget(self, line: str):
+        """Delete memories (or single sections) by id, permanently.
+
+            %forget m-0123456789abcdef
+            %forget m-0123456789abcdef#2 m-fedcba9876543210
+        """
+        ids = line.split()
+        if not ids:
+            raise UsageError("which memory? %forget ID (ids are shown by %memories and %recall)")
+        for id_ in ids:
+            r = self._call("memory_forget", {"id": id_}, "%forget ID [ID ...]")
+            print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")
+
+    def _lifecycle(self, method: str):
+        handler = tools.TOOLS[f"memory_{method}"].handler if f"memory_{method}" in tools.TOOLS else tools.maintenance(method)
+        try:
+            result = handler(self.engine, {}, None)
+        except IpyMemoryError as exc:
+            raise UsageError(f"{type(exc).__name__}: {exc}") from None
+        print(result.text)
+        return result.value
+
+    @line_magic
+    def memdream(self, line: str = ""):
+        """Consolidate memory now (merge near-duplicates, link related notes): engine.dream()."""
+        return self._lifecycle("dream")
+
+    @line_magic
+    def memrotate(self, line: str = ""):
+        """Move memories between tiers by age and use, drop expired ones: engine.rotate()."""
+        return self._lifecycle("rotate")
+
+    @line_magic
+    def memcompact(self, line: str = ""):
+        """Reclaim space in the database and indexes: engine.compact()."""
+        return self._lifecycle("compact")
+
+
+def load_ipython_extension(ip) -> None:
+    """%load_ext ipy_memory."""
+    existing = ip.magics_manager.registry.get("MemoryMagics")
+    if getattr(existing, "_installed", False):
+        return
+    MemoryMagics(shell=ip).install()
+
+
+def unload_ipython_extension(ip) -> None:
+    """%unload_ext ipy_memory: remove everything load added and restore what it shadowed."""
+    existing = ip.magics_manager.registry.get("MemoryMagics")
+    if existing is not None and hasattr(existing, "uninstall"):
+        existing.uninstall()

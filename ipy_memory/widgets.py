@@ -1,0 +1,214 @@
+"""ipywidgets views: `RecallBrowser` (search, inspect, forget) and `TierStats` (counts and sizes per tier and space).
+
+    from ipy_memory.widgets import RecallBrowser, TierStats
+    RecallBrowser(mem, query="sales table")     # or RecallBrowser() after %load_ext ipy_memory
+    TierStats(mem)
+
+Static first: displaying a view always sends its current state as static HTML (and plain text), so an
+exported or unexecuted notebook still shows the results; the live widget view is added only where a
+kernel can serve it (and not when ``MemoryMagics.display`` is 'html' or 'text').
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from . import _display
+from .errors import InvalidArgument
+from .tools import SEARCH_SCOPES, call_tool
+
+__all__ = ["RecallBrowser", "TierStats", "HitView", "live_widgets"]
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _magics():
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency
+        return None, None
+    shell = get_ipython()
+    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
+    return shell, (magics if getattr(magics, "_installed", False) else None)
+
+
+def live_widgets() -> bool:
+    """True inside a kernel (ipykernel) whose display setting allows widgets; False in terminal IPython or scripts."""
+    shell, magics = _magics()
+    if magics is not None and magics.display in ("html", "text"):
+        return False
+    return getattr(shell, "kernel", None) is not None
+
+
+def _engine(engine):
+    if engine is not None:
+        return engine
+    shell, magics = _magics()
+    if magics is None:
+        raise InvalidArgument("pass an engine, e.g. RecallBrowser(MemoryEngine()), or run %load_ext ipy_memory first")
+    return magics.engine
+
+
+class _Static:
+    """Mixin: a mimebundle with the static HTML and text, plus the widget view where it can render."""
+
+    live: bool | None = None   # None = detect; True/False to force
+
+    def _static_html(self) -> str:
+        raise NotImplementedError
+
+    def _static_text(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        _, magics = _magics()
+        data = {"text/plain": self._static_text()}
+        if magics is None or magics.display != "text":
+            data["text/html"] = self._static_html()
+        if self.live if self.live is not None else live_widgets():
+            view = super()._repr_mimebundle_(include=include, exclude=exclude, **kwargs) or {}
+            if WIDGET_MIME in view:
+                data[WIDGET_MIME] = view[WIDGET_MIME]
+        return data
+
+
+class HitView(w.VBox):
+    """One hit in a RecallBrowser: text and metadata, and a forget button that asks for confirmation."""
+
+    def __init__(self, browser: "RecallBrowser", hit, rank: int):
+        self.hit, self.browser = hit, browser
+        self.body = w.HTML(_display.hit_body_html(hit))
+        self.forget_button = w.Button(description="Forget…", icon="trash", tooltip=f"forget {hit.id}",
+                                      layout=w.Layout(width="auto"))
+        self.confirm_button = w.Button(description="Yes, forget it", button_style="danger", layout=w.Layout(width="auto"))
+        self.cancel_button = w.Button(description="Cancel", layout=w.Layout(width="auto"))
+        self.confirm_box = w.HBox([w.Label(f"Forget {hit.id} permanently?"), self.confirm_button, self.cancel_button],
+                                  layout=w.Layout(display="none"))
+        self.forget_button.on_click(lambda _: self._ask(True))
+        self.cancel_button.on_click(lambda _: self._ask(False))
+        self.confirm_button.on_click(lambda _: browser.forget(hit.id))
+        super().__init__([self.body, w.HBox([self.forget_button, self.confirm_box])])
+
+    @property
+    def confirming(self) -> bool:
+        return self.confirm_box.layout.display != "none"
+
+    def _ask(self, on: bool) -> None:
+        self.confirm_box.layout.display = None if on else "none"
+        self.forget_button.disabled = on
+
+
+class RecallBrowser(_Static, w.VBox):
+    """Search memory interactively: query box, scope, limit; hits as an accordion; forget; the raw recall block."""
+
+    def __init__(self, engine=None, *, query: str = "", scope: str = "project+global", limit: int = 10,
+                 result=None, live: bool | None = None):
+        self.engine = _engine(engine)
+        self.live = live
+        self.result = result
+        self.hit_views: list[HitView] = []
+        self.query_box = w.Text(value=query or getattr(result, "query", ""), placeholder="search memory…",
+                                continuous_update=False, layout=w.Layout(flex="1 1 auto", width="auto"))
+        self.scope_box = w.Dropdown(options=SEARCH_SCOPES, value=scope, description="scope",
+                                    layout=w.Layout(width="260px"))
+        self.limit_box = w.IntSlider(value=limit if result is None else max(1, min(50, len(result) or limit)),
+                                     min=1, max=50, description="limit", layout=w.Layout(width="260px"))
+        self.search_button = w.Button(description="Search", icon="search", layout=w.Layout(width="auto"))
+        self.status = w.HTML()
+        self.results = w.Accordion()
+        self.block_toggle = w.ToggleButton(description="raw recall block", icon="code", value=False)
+        self.block_view = w.HTML(layout=w.Layout(display="none"))
+        self.query_box.observe(lambda _: self.search(), names="value")
+        self.search_button.on_click(lambda _: self.search())
+        self.block_toggle.observe(self._toggle_block, names="value")
+        controls = w.HBox([self.query_box, self.scope_box, self.limit_box, self.search_button])
+        super().__init__([controls, self.status, self.results, self.block_toggle, self.block_view])
+        if result is not None:
+            self._render()
+        elif query:
+            self.search()
+
+    def search(self, query: str | None = None):
+        """Run the query in the box (or `query`, which is put in the box); returns the RecallResult or None."""
+        if query is not None and query != self.query_box.value:
+            self.query_box.value = query   # the observer runs the search
+            return self.result
+        text = self.query_box.value.strip()
+        if not text:
+            self.result = None
+            self._render()
+            return None
+        r = call_tool("memory_search", {"query": text, "scope": self.scope_box.value, "limit": self.limit_box.value},
+                      engine=self.engine)
+        if r.is_error:
+            self.status.value = f'<span style="color:#c0392b">{html.escape(r.text)}</span>'
+            return None
+        self.result = r.value
+        self._render()
+        return self.result
+
+    def forget(self, id: str) -> bool:
+        """Forget a hit (as the confirm button does), then search again."""
+        r = call_tool("memory_forget", {"id": id}, engine=self.engine)
+        self.search()
+        self.status.value = html.escape(r.text if r.is_error else f"{r.text}")
+        return not r.is_error
+
+    def _render(self) -> None:
+        hits = list(self.result or [])
+        self.hit_views = [HitView(self, h, i) for i, h in enumerate(hits, 1)]
+        self.results.children = self.hit_views
+        self.results.titles = tuple(_display.hit_title(h, i) for i, h in enumerate(hits, 1))
+        self.results.selected_index = None
+        self.status.value = html.escape(_display.hits_header(self.result)) if self.result is not None else ""
+        block = getattr(self.result, "block", "")
+        self.block_view.value = f'<pre style="white-space:pre-wrap;margin:0">{html.escape(block)}</pre>' if block else ""
+
+    def _toggle_block(self, change) -> None:
+        self.block_view.layout.display = None if change["new"] else "none"
+
+    def _static_html(self) -> str:
+        if self.result is None:
+            return _display._box("<i>no search yet</i>")
+        return _display.hits_html(self.result)
+
+    def _static_text(self) -> str:
+        return _display.hits_text(self.result) if self.result is not None else "RecallBrowser (no search yet)"
+
+
+class TierStats(_Static, w.VBox):
+    """Counts and sizes of the store per tier and per space, with a refresh button."""
+
+    def __init__(self, engine=None, *, stats=None, live: bool | None = None):
+        self.engine = _engine(engine)
+        self.live = live
+        self.stats = None
+        self.view = w.HTML()
+        self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
+        self.refresh_button.on_click(lambda _: self.refresh())
+        super().__init__([self.view, self.refresh_button])
+        if stats is not None:
+            self._show(stats)
+        else:
+            self.refresh()
+
+    def refresh(self):
+        """Read the stats again; returns them."""
+        r = call_tool("memory_stats", {}, engine=self.engine)
+        if r.is_error:
+            self.view.value = f'<span style="color:#c0392b">{html.escape(r.text)}</span>'
+            return None
+        self._show(r.value)
+        return self.stats
+
+    def _show(self, stats) -> None:
+        self.stats = stats
+        self.view.value = _display.stats_html(stats)
+
+    def _static_html(self) -> str:
+        return self.view.value
+
+    def _static_text(self) -> str:
+        return _display.stats_text(self.stats) if self.stats is not None else "TierStats"

@@ -1,0 +1,343 @@
+"""IPython magics: a fresh InteractiveShell per test (history off, temp IPython dir and data dir)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from ipy_memory import MemoryEngine, MemoryList, RecallResult, RememberResult, Stats
+from ipy_memory.magics import LIFECYCLE, MemoryMagics, RecallBlock, current_engine
+
+
+def make_shell(tmp_path, monkeypatch, **magics_config):
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    c = Config()
+    c.HistoryManager.enabled = False
+    for k, v in magics_config.items():
+        setattr(c.MemoryMagics, k, v)
+    InteractiveShell.clear_instance()
+    return InteractiveShell.instance(config=c)
+
+
+@pytest.fixture
+def bare(tmp_path, monkeypatch):
+    """A fresh shell without ipy_memory loaded."""
+    shell = make_shell(tmp_path, monkeypatch)
+    yield shell
+    if "ipy_memory" in shell.extension_manager.loaded:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+    InteractiveShell.clear_instance()
+
+
+def load(shell, tmp_path):
+    shell.run_line_magic("load_ext", "ipy_memory")
+    shell.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'mem')!r}")
+    shell.run_line_magic("config", "MemoryMagics.project = 'test'")
+    return shell
+
+
+@pytest.fixture
+def ip(bare, tmp_path):
+    return load(bare, tmp_path)
+
+
+def magics(shell) -> MemoryMagics:
+    return shell.magics_manager.registry["MemoryMagics"]
+
+
+def lines(out: str, word: str) -> list[str]:
+    return [line for line in out.splitlines() if word in line]
+
+
+# ------------------------------------------------------------------------------ %remember / %%remember / %%store
+def test_remember_line_returns_result_and_prints_one_line(ip, capsys):
+    r = ip.run_line_magic("remember", "The sales table lives in warehouse.sales_2024")
+    assert isinstance(r, RememberResult) and r.stored
+    assert capsys.readouterr().out.strip() == r.summary()
+    ip.run_cell("%remember Ruff is the linter; line length 110")        # shown as the cell's output, once
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 1
+    ip.run_cell("x = %remember -s global Tabs are forbidden")           # assigned: printed after the cell, once
+    out = capsys.readouterr().out
+    assert len(lines(out, "stored m-")) == 1 and isinstance(ip.user_ns["x"], RememberResult)
+    assert ip.user_ns["x"].scope == "global"
+
+
+def test_remember_options_and_quoting(ip):
+    r = ip.run_line_magic("remember", '-t "Data sources" --importance 0.9 --ttl 3600 -p other don\'t "quote" me')
+    m = current_engine(ip).get(r.id)
+    assert (m.title, m.project, m.importance) == ("Data sources", "other", 0.9)
+    assert m.content == 'don\'t "quote" me'
+    assert m.expires_at is not None and m.expires_at - m.created_at == pytest.approx(3600, abs=5)
+    r2 = ip.run_line_magic("remember", "-- -5 degrees is cold")
+    assert current_engine(ip).get(r2.id).content == "-5 degrees is cold"
+    r3 = ip.run_line_magic("remember", f"--replace {r.id} --force replaced text")
+    assert r3.id == r.id and current_engine(ip).get(r.id).content == "replaced text"
+
+
+def test_no_var_expansion_unless_asked(ip):
+    ip.user_ns.update(price=5, name="Ada")
+    r = ip.run_line_magic("remember", "cost is $price for {name}")
+    assert current_engine(ip).get(r.id).content == "cost is $price for {name}"
+    r = ip.run_line_magic("remember", "-v cost is $price for {name}")
+    assert current_engine(ip).get(r.id).content == "cost is 5 for Ada"
+    ip.run_cell("%%remember -v -t expanded\nowner: {name}\n")
+    hits = ip.run_line_magic("recall", "owner Ada")
+    assert any("owner: Ada" in h.text for h in hits)
+    res = ip.run_line_magic("recall", "--block $price")   # the query itself is not expanded
+    assert isinstance(res, str)
+
+
+def test_cell_remember_stores_markdown_sections(ip, capsys):
+    ip.run_cell("%%remember -t Setup\n# Env\nUse conda env `ds`.\n\n## Data\nRaw files live in s3://bucket/raw.\n")
+    out = capsys.readouterr().out
+    assert len(lines(out, "stored m-")) == 1 and "2 sections" in out
+    hits = ip.run_line_magic("recall", "--path Env conda env")
+    assert hits and hits[0].path.startswith("Env")
+
+
+def test_store_cell_magic_names_replace(ip):
+    first = ip.run_cell_magic("store", "notes", "# Notes\nFirst version of the notes.\n")
+    second = ip.run_cell_magic("store", "notes", "# Notes\nSecond version, rewritten completely.\n")
+    assert first.id == second.id
+    m = current_engine(ip).get(first.id)
+    assert "Second version" in m.content and m.title == "notes" and m.metadata["name"] == "notes"
+    other = ip.run_cell_magic("store", "-s global -t Other", "# Other\nUnnamed documents are separate.\n")
+    assert other.id != first.id and other.scope == "global"
+    with pytest.raises(UsageError, match="empty"):
+        ip.run_cell_magic("store", "", "  \n")
+
+
+def test_ipython_line_store_keeps_working(ip):
+    ip.run_line_magic("load_ext", "storemagic")
+    ip.user_ns["answer"] = 41
+    ip.run_line_magic("store", "answer")
+    del ip.user_ns["answer"]
+    ip.run_line_magic("store", "-r answer")
+    assert ip.user_ns["answer"] == 41
+    assert ip.find_cell_magic("store") == magics(ip).store
+
+
+def test_provenance_metadata(ip):
+    ip.user_ns["__vsc_ipynb_file__"] = "/home/me/work/analysis.ipynb"
+    source = "%remember -t T provenance please"
+    ip.run_cell(source)
+    mem = current_engine(ip).list_memories(limit=1)[0]
+    meta = mem.metadata
+    assert meta["source"] == "ipython" and meta["magic"] == "remember"
+    assert meta["notebook"] == "/home/me/work/analysis.ipynb"
+    assert meta["cell_sha256"] == hashlib.sha256(source.encode()).hexdigest()
+    assert isinstance(meta["cell"], int) and meta["kernel_session"] and meta["time"].endswith("Z")
+
+
+# ------------------------------------------------------------------------------ %recall, %memrecall, %rep
+def test_recall_returns_result_and_block(ip):
+    ip.run_line_magic("remember", "The sales table lives in warehouse.sales_2024")
+    ip.run_line_magic("remember", "-s global Deploys happen on Tuesdays")
+    res = ip.run_line_magic("recall", "-n 5 where is the sales table")
+    assert isinstance(res, RecallResult) and "sales_2024" in res[0].text
+    block = ip.run_line_magic("recall", "--block --max-tokens 200 sales table")
+    assert isinstance(block, RecallBlock) and block.startswith("<memory-recall")
+    from IPython.lib.pretty import pretty
+    assert pretty(block) == str(block)                     # shown as text, not a quoted repr
+    assert ip.run_line_magic("memrecall", "-s global deploys")[0].scope == "global"
+    assert ip.run_line_magic("recall", "-s global+project deploys")   # any order of scopes
+
+
+def test_recall_errors_say_what_to_type(ip):
+    with pytest.raises(UsageError, match="%recall QUERY"):
+        ip.run_line_magic("recall", "")
+    with pytest.raises(UsageError, match="limit must be between 1 and 50"):
+        ip.run_line_magic("recall", "-n 500 anything")
+    with pytest.raises(UsageError, match="unknown scope"):
+        ip.run_line_magic("recall", "-s galaxy anything")
+    with pytest.raises(UsageError, match="unknown option"):
+        ip.run_line_magic("recall", "--bogus anything")
+    with pytest.raises(UsageError, match="%memories"):
+        ip.run_line_magic("forget", "m-0000000000000000")
+    with pytest.raises(UsageError, match="expected form"):
+        ip.run_line_magic("forget", "nonsense")
+
+
+def test_rep_is_ipythons_recall_while_loaded(ip):
+    ip.user_ns["_"] = "last output"
+    ip.run_line_magic("rep", "")
+    assert ip.rl_next_input == "last output"
+    assert isinstance(ip.run_line_magic("recall", "anything"), RecallResult)
+
+
+def _behaves_like_ipython_recall(shell, name="recall") -> bool:
+    shell.rl_next_input = None
+    shell.user_ns["_"] = "previous value"
+    shell.run_line_magic(name, "")
+    return shell.rl_next_input == "previous value"
+
+
+def test_unload_restores_recall_rep_store(bare, tmp_path):
+    bare.run_line_magic("load_ext", "storemagic")
+    before = {k: dict(v) for k, v in bare.magics_manager.magics.items()}
+    load(bare, tmp_path)
+    magics(bare).engine   # opened
+    engine = magics(bare)._engine
+    bare.run_line_magic("unload_ext", "ipy_memory")
+    assert engine._closed
+    assert _behaves_like_ipython_recall(bare, "recall") and _behaves_like_ipython_recall(bare, "rep")
+    for name in ("remember", "memrecall", "memories", "memstats", "forget"):
+        assert bare.find_line_magic(name) is None
+    assert bare.find_cell_magic("store") is None and bare.find_cell_magic("remember") is None
+    bare.user_ns["v"] = 3
+    bare.run_line_magic("store", "v")                      # IPython's %store still there
+    after = {k: dict(v) for k, v in bare.magics_manager.magics.items()}
+    for kind in ("line", "cell"):                          # every entry back (resolved lazies may now be real)
+        assert set(after[kind]) == set(before[kind])
+    assert not any(isinstance(c, MemoryMagics) for c in bare.configurables)
+    assert "MemoryMagics" not in dict.keys(bare.magics_manager.registry)
+    assert RememberResult not in bare.display_formatter.formatters["text/plain"].type_printers
+
+
+def test_reload_ext(ip, tmp_path):
+    ip.run_line_magic("reload_ext", "ipy_memory")
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'mem')!r}")
+    assert sum(isinstance(c, MemoryMagics) for c in ip.configurables) == 1
+    ip.run_line_magic("remember", "after a reload")
+    assert isinstance(ip.run_line_magic("recall", "reload"), RecallResult)
+    assert _behaves_like_ipython_recall(ip, "rep")
+    ip.run_line_magic("unload_ext", "ipy_memory")
+    assert _behaves_like_ipython_recall(ip, "recall")
+
+
+def test_shadow_builtins_false(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, shadow_builtins=False)
+    try:
+        load(shell, tmp_path)
+        assert _behaves_like_ipython_recall(shell, "recall")
+        assert isinstance(shell.run_line_magic("memrecall", "x"), RecallResult)
+        shell.run_line_magic("config", "MemoryMagics.shadow_builtins = True")    # switch at runtime
+        assert isinstance(shell.run_line_magic("recall", "x"), RecallResult)
+        assert _behaves_like_ipython_recall(shell, "rep")
+        shell.run_line_magic("config", "MemoryMagics.shadow_builtins = False")
+        assert _behaves_like_ipython_recall(shell, "recall") and _behaves_like_ipython_recall(shell, "rep")
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
+
+
+# ------------------------------------------------------------------------------ configuration
+def test_config_from_file_and_percent_config(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, limit=1, data_dir=str(tmp_path / "a"), project="p")
+    try:
+        shell.run_line_magic("load_ext", "ipy_memory")
+        m = magics(shell)
+        assert (m.limit, m.project) == (1, "p")
+        for text in ("apples grow in the orchard", "green apples are sour", "apples and pears for the pie"):
+            shell.run_line_magic("remember", text)
+        assert len(shell.run_line_magic("recall", "apples")) == 1
+        shell.run_line_magic("config", "MemoryMagics.limit = 3")
+        assert len(shell.run_line_magic("recall", "apples")) == 3
+        first = m.engine
+        shell.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'b')!r}")   # reopened elsewhere
+        assert first._closed and m.engine.data_dir == (tmp_path / "b").resolve()
+        assert len(shell.run_line_magic("recall", "apples")) == 0
+        shell.run_line_magic("config", "MemoryMagics.display = 'nonsense'")               # rejected by the trait
+        assert m.display == "auto"
+        shell.run_line_magic("config", "MemoryMagics.dedup_threshold = 0.5")
+        assert m.engine.settings.dedup_threshold == 0.5
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
+
+
+def test_bad_store_is_a_usage_error(ip, tmp_path):
+    (tmp_path / "file").write_text("not a dir")
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'file')!r}")
+    with pytest.raises(UsageError, match="data_dir"):
+        ip.run_line_magic("memstats", "")
+
+
+@pytest.mark.parametrize("mode,keys", [("text", {"text/plain"}), ("html", {"text/plain", "text/html"}),
+                                       ("auto", {"text/plain", "text/html", "text/markdown"}),
+                                       ("widget", {"text/plain", "text/html"})])
+def test_display_setting(ip, mode, keys):
+    ip.run_line_magic("remember", "display modes are configurable")
+    ip.run_line_magic("config", f"MemoryMagics.display = {mode!r}")
+    for obj in (ip.run_line_magic("recall", "display"), ip.run_line_magic("memstats", ""),
+                ip.run_line_magic("memories", "")):
+        assert set(ip.display_formatter.format(obj)[0]) == keys
+
+
+def test_widget_display_in_a_kernel(ip, monkeypatch):
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)     # what ipykernel's shell has
+    ip.run_line_magic("remember", "widgets show live views")
+    ip.run_line_magic("config", "MemoryMagics.display = 'widget'")
+    data = ip.display_formatter.format(ip.run_line_magic("recall", "widgets"))[0]
+    assert {"text/html", "application/vnd.jupyter.widget-view+json"} <= set(data)
+    ip.run_line_magic("config", "MemoryMagics.display = 'auto'")
+    assert "application/vnd.jupyter.widget-view+json" not in ip.display_formatter.format(
+        ip.run_line_magic("memstats", ""))[0]
+
+
+# ------------------------------------------------------------------------------ %memories, %memstats, %forget, lifecycle
+def test_memories_stats_forget(ip, capsys):
+    ids = [ip.run_line_magic("remember", f"-s {s} memory in the {s} scope").id for s in ("project", "global")]
+    listed = ip.run_line_magic("memories", "")
+    assert isinstance(listed, MemoryList) and {m.id for m in listed} == set(ids)
+    assert [m.id for m in ip.run_line_magic("memories", "-s global")] == [ids[1]]
+    assert len(ip.run_line_magic("memories", "-n 1 --offset 1")) == 1
+    with pytest.raises(UsageError, match="options only"):
+        ip.run_line_magic("memories", "some query")
+    stats = ip.run_line_magic("memstats", "")
+    assert isinstance(stats, Stats) and stats["documents"] == 2 and "tier" in repr(stats)
+    capsys.readouterr()
+    ip.run_line_magic("forget", " ".join(ids))
+    out = capsys.readouterr().out
+    assert len(lines(out, "forgot m-")) == 2
+    assert len(ip.run_line_magic("memories", "")) == 0
+    with pytest.raises(UsageError, match="which memory"):
+        ip.run_line_magic("forget", "")
+
+
+def test_autopandas(ip):
+    ip.run_line_magic("remember", "pandas tables for lists")
+    ip.run_line_magic("config", "MemoryMagics.autopandas = True")
+    df = ip.run_line_magic("memories", "")
+    assert type(df).__name__ == "DataFrame" and list(df["content"]) == ["pandas tables for lists"]
+
+
+def test_lifecycle_magics_follow_the_engine(ip, tmp_path, monkeypatch):
+    for m in LIFECYCLE:
+        assert (ip.find_line_magic("mem" + m) is not None) == callable(getattr(MemoryEngine, m, None))
+
+    class Bare(MemoryEngine):
+        dream = rotate = compact = None
+
+    monkeypatch.setattr("ipy_memory.magics.MemoryEngine", Bare)
+    ip.run_line_magic("reload_ext", "ipy_memory")
+    assert all(ip.find_line_magic("mem" + m) is None for m in LIFECYCLE)
+
+    class Full(MemoryEngine):
+        def dream(self):
+            return {"merged": 0}
+
+        def rotate(self):
+            return {"moved_documents": 0}
+
+        def compact(self):
+            return {"bytes_before": 10, "bytes_after": 5}
+
+    monkeypatch.setattr("ipy_memory.magics.MemoryEngine", Full)
+    ip.run_line_magic("reload_ext", "ipy_memory")
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'mem')!r}")
+    assert ip.run_line_magic("memdream", "") == {"merged": 0}
+    assert ip.run_line_magic("memrotate", "") == {"moved_documents": 0}
+    assert ip.run_line_magic("memcompact", "") == {"bytes_before": 10, "bytes_after": 5}
+
+
+def test_help_is_the_docstring(ip):
+    for name in ("remember", "recall", "memrecall", "memories", "memstats", "forget"):
+        doc = ip.find_line_magic(name).__doc__
+        assert doc and len(doc.strip()) > 40
+    assert "-n LIMIT" in ip.find_line_magic("recall").__doc__
+    assert "NAME" in ip.find_cell_magic("store").__doc__
