@@ -24,10 +24,10 @@ class Candidate:
     score: float
 
 
-def rank(shards, query: str, embedder, s: Settings, now: float, k: int) -> list[Candidate]:
+def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_query=None) -> list[Candidate]:
     qterms, qcues = query_terms(query), question_cues(query)
     w = s.vector_weight_semantic if embedder.semantic else s.vector_weight_hash
-    qvec = embedder.embed_query(query) if w > 0 else None
+    qvec = (embed_query or embedder.embed_query)(query) if w > 0 else None
     pool = max(s.candidates, k)
     parts = []   # per shard: keys, lexical, cosine, created, importance
     for shard in shards:

@@ -14,6 +14,7 @@ import numpy as np
 from . import _validate as v
 from . import block as _block
 from ._background import BackgroundMixin
+from ._reembed import EmbeddingMixin
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._recall import Candidate, rank
 from ._shards import Shards
@@ -34,7 +35,7 @@ def _memory(row) -> Memory:
     return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
 
 
-class MemoryEngine(LifecycleMixin, BackgroundMixin):
+class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     """Long-term memory over one data dir. Safe to open from several processes at once.
 
     >>> with MemoryEngine("/tmp/mem", project="demo") as mem:      # doctest: +SKIP
@@ -64,6 +65,19 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin):
             raise
         self._closed = False
         self._next_purge = 0.0
+        self._epoch = self._store_epoch()
+
+    def _store_epoch(self) -> int:
+        return int(self.store.get_meta("epoch") or 0)
+
+    def _check_epoch(self) -> None:
+        """Another process re-embedded the store: this engine's model no longer matches its vectors."""
+        if self._store_epoch() != self._epoch:
+            recorded = self.store.get_meta("embedder")
+            if recorded != self.embedder.name:
+                raise EmbedderMismatch(f"{self.store.path} was re-embedded with {recorded!r} by another process; "
+                                       f"this engine uses {self.embedder.name!r}: open a new MemoryEngine")
+            self._epoch = self._store_epoch()
 
     def _open_embedder(self, embedder) -> Embedder:
         recorded = self.store.get_meta("embedder")
@@ -168,7 +182,8 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin):
             raise ReadOnlyError(f"{self.store.path} is open read-only: open a MemoryEngine without read_only=True to write")
         now = self.clock()
         texts = [t for p in preps for t in p.embed_texts]
-        vecs = self.embedder.embed(texts)          # before the transaction: a failed call writes nothing
+        self._check_epoch()
+        vecs = self._embed_texts(texts)            # before the transaction: a failed call writes nothing
         offset = 0
         for p in preps:
             p.vectors = vecs[offset: offset + len(p.nodes)]
@@ -182,6 +197,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin):
             seen: dict[tuple[str, str], RememberResult] = {}
             for p in preps:
                 results.append(self._write_one(db, p, now, seen))
+            self._flush_embed_cache(db)
         self.shards.sync(force=True)
         self._maybe_purge(now)
         return results
@@ -356,11 +372,12 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin):
         limit = v.integer(limit, "limit", 1, 50) if limit is not None else (50 if max_tokens else 10)
         path = v.optional_text(path, "path")
         min_score = v.number(min_score, "min_score", 0.0, 10.0) if min_score is not None else None
+        self._check_epoch()
         self.shards.sync()
         now = self.clock()
         pool = 50 if max_tokens else limit
         cands: list[Candidate] = rank([self.shards.get(s) for s in spaces], query, self.embedder, self.settings,
-                                      now, pool * (10 if path else 1))
+                                      now, pool * (10 if path else 1), self._embed_query)
         rows = self._node_rows([c.key for c in cands])
         hits: list[Hit] = []
         for c in cands:

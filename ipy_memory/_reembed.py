@@ -1,0 +1,143 @@
+"""Changing the embedding model of a store, and the embedding cache.
+
+``reembed(new)`` embeds every node with the new model into a staging table, batch by batch (each
+batch its own transaction, so an interrupted run resumes where it stopped), then swaps the staged
+vectors in with one transaction. Until that swap, recall keeps using the old vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import numpy as np
+
+from . import _validate as v
+from ._shards import Shards
+from .embeddings import Embedder, get_embedder
+from .errors import InvalidArgument
+from .store import decode_vecs, encode_vec
+
+_STAGING = "CREATE TABLE IF NOT EXISTS vectors_next (node_key INTEGER PRIMARY KEY, vec BLOB NOT NULL)"
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if enabled:
+        try:
+            from tqdm.auto import tqdm  # notebook-aware when ipywidgets is there
+            return tqdm(total=total, desc=desc, unit="node")
+        except ImportError:
+            pass
+
+    class _Quiet:
+        def update(self, n):
+            pass
+
+        def close(self):
+            pass
+    return _Quiet()
+
+
+class EmbeddingMixin:
+    """Embedding with a cache for model embedders, and re-embedding a whole store."""
+
+    _query_cache: OrderedDict
+
+    def _embed_texts(self, texts: list[str]) -> np.ndarray:
+        """Embed stored texts; real models go through the (model, text hash) cache in SQLite."""
+        emb = self.embedder
+        if not emb.semantic or not texts:
+            return emb.embed(texts)
+        hashes = [_text_hash(t) for t in texts]
+        out = np.zeros((len(texts), emb.dim), np.float32)
+        found: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(hashes))
+        for i in range(0, len(uniq), 500):
+            chunk = uniq[i:i + 500]
+            rows = self.store.query(f"SELECT hash, vec FROM embed_cache WHERE model = ? AND hash IN "
+                                    f"({','.join('?' * len(chunk))})", (emb.name, *chunk))
+            found.update((h, decode_vecs([b], emb.dim)[0]) for h, b in rows)
+        missing = [i for i, h in enumerate(hashes) if h not in found]
+        if missing:
+            fresh = emb.embed([texts[i] for i in missing])
+            for i, vec in zip(missing, fresh):
+                found[hashes[i]] = vec
+            self._pending_cache = [(emb.name, hashes[i], encode_vec(vec)) for i, vec in zip(missing, fresh)]
+        for i, h in enumerate(hashes):
+            out[i] = found[h]
+        return out
+
+    def _flush_embed_cache(self, db) -> None:
+        """Inside the write transaction: keep what was just embedded."""
+        rows = getattr(self, "_pending_cache", None)
+        if rows:
+            db.executemany("INSERT OR IGNORE INTO embed_cache VALUES (?, ?, ?)", rows)
+            self._pending_cache = None
+
+    def _embed_query(self, query: str) -> np.ndarray:
+        cache = self.__dict__.setdefault("_query_cache", OrderedDict())
+        vec = cache.get(query)
+        if vec is None:
+            vec = cache[query] = self.embedder.embed_query(query)
+            if len(cache) > 256:
+                cache.popitem(last=False)
+        return vec
+
+    def reembed(self, embedder: Embedder | str, *, batch_size: int = 256, progress: bool = True) -> dict:
+        """Re-embed every node with `embedder` and switch the store to it (resumable, atomic swap)."""
+        self._check_open()
+        new = get_embedder(embedder)
+        batch_size = v.integer(batch_size, "batch_size", 1, 100_000)
+        if new.name == self.embedder.name:
+            raise InvalidArgument(f"the store already uses {new.name!r}")
+        with self.store.write() as db:
+            db.execute(_STAGING)
+            target = db.execute("SELECT value FROM meta WHERE key = 'reembed_target'").fetchone()
+            if not target or target[0] != new.name:      # staging belongs to another target: start over
+                db.execute("DELETE FROM vectors_next")
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('reembed_target', ?)", (new.name,))
+        todo_sql = ("SELECT n.key, n.path, COALESCE(n.body, d.content), n.title FROM nodes n JOIN documents d "
+                    "ON d.id = n.document_id WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key")
+        total = self.store.query("SELECT count(*) FROM nodes")[0][0]
+        done = self.store.query("SELECT count(*) FROM vectors_next")[0][0]
+        bar = _progress(total, progress, f"re-embedding with {new.name}")
+        bar.update(done)
+        try:
+            while True:
+                rows = self.store.query(todo_sql + " LIMIT ?", (batch_size,))
+                if not rows:
+                    break
+                vecs = new.embed([f"{p}\n{b}" if p else (b or t) for _, p, b, t in rows])
+                with self.store.write() as db:
+                    db.executemany("INSERT OR REPLACE INTO vectors_next VALUES (?, ?)",
+                                   [(r[0], encode_vec(x)) for r, x in zip(rows, vecs)])
+                bar.update(len(rows))
+            with self.store.write() as db:        # the swap: old vectors served until this commits
+                db.execute("DELETE FROM vectors_next WHERE node_key NOT IN (SELECT key FROM nodes)")
+                db.execute("DELETE FROM vectors")
+                db.execute("INSERT INTO vectors SELECT node_key, vec FROM vectors_next")
+                db.execute("DELETE FROM vectors_next")
+                db.execute("DELETE FROM meta WHERE key = 'reembed_target'")
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)", (new.name, str(new.dim)))
+                preset = embedder if isinstance(embedder, str) else None
+                if preset:
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder_preset', ?)", (preset,))
+                else:
+                    db.execute("DELETE FROM meta WHERE key = 'embedder_preset'")
+                epoch = int(db.execute("SELECT COALESCE((SELECT value FROM meta WHERE key = 'epoch'), 0)").fetchone()[0])
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (str(epoch + 1),))
+        finally:
+            bar.close()
+        old = self.embedder
+        self.embedder = new
+        for f in (self.data_dir / "index").glob("*.usearch"):
+            f.unlink(missing_ok=True)
+        self.shards = Shards(self.store, new.dim, self.settings, self.data_dir / "index")
+        self._epoch = epoch + 1
+        self.__dict__.pop("_query_cache", None)
+        old.close()
+        return {"embedder": new.name, "dim": new.dim, "nodes": total}
