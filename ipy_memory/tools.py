@@ -412,9 +412,7 @@ def tool_calls(message: Any) -> list[tuple[str, str, Any, str]]:
             fn = c.get("function") or {}
             calls.append((c.get("id"), fn.get("name"), fn.get("arguments"), "openai"))
         return calls
-    items = message.get("content") if isinstance(message, dict) else message
-    if isinstance(items, dict) and "output" in items:
-        items = items["output"]
+    items = message.get("content", message.get("output")) if isinstance(message, dict) else message
     for item in items if isinstance(items, list) else []:
         item = item.model_dump() if hasattr(item, "model_dump") else item
         if not isinstance(item, dict):

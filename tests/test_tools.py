@@ -1,0 +1,252 @@
+"""Agent tool registry: schemas per format (snapshots), validation, call_tool results and errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ipy_memory import MemoryEngine
+from ipy_memory.tools import (FORMATS, TOOLS, ToolResult, available_tools, call_tool, export_tools, run_tool_calls,
+                              tool_calls)
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+BASE = ["memory_search", "memory_remember", "memory_forget", "memory_list", "memory_stats"]
+
+
+class NoLifecycle:
+    """Stands for an engine without dream/rotate (what the snapshots describe)."""
+    dream = rotate = None
+
+
+class WithLifecycle:
+    def dream(self):
+        return {"merged": 2}
+
+    def rotate(self):
+        return {"moved_documents": 1}
+
+
+# ------------------------------------------------------------------------------ schemas
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_schema_snapshot(fmt):
+    got = export_tools(fmt, engine=NoLifecycle)
+    path = SNAPSHOTS / f"tools_{fmt.replace('-', '_')}.json"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert path.exists(), f"no snapshot {path.name}: run UPDATE_SNAPSHOTS=1 pytest {__file__}"
+    assert got == json.loads(path.read_text(encoding="utf-8")), f"schema changed: UPDATE_SNAPSHOTS=1 pytest {__file__}"
+
+
+def _names(tools, fmt):
+    return [t["function"]["name"] if fmt == "openai" else t["name"] for t in tools]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_names_and_lifecycle_entries(fmt):
+    assert _names(export_tools(fmt, engine=NoLifecycle), fmt) == BASE
+    assert _names(export_tools(fmt, engine=WithLifecycle()), fmt) == BASE + ["memory_dream", "memory_rotate"]
+    default = _names(export_tools(fmt), fmt)      # follows the real MemoryEngine class
+    for extra in ("dream", "rotate"):
+        assert (f"memory_{extra}" in default) == callable(getattr(MemoryEngine, extra, None))
+    prefixed = _names(export_tools(fmt, prefix="notes-"), fmt)
+    assert all(NAME.match(n) and n.startswith("notes-") for n in prefixed)
+
+
+@pytest.mark.parametrize("prefix", ["bad prefix", "ü_", "x" * 60, "a.b", 3])
+def test_bad_prefix(prefix):
+    with pytest.raises(ValueError, match="prefix"):
+        export_tools("openai", prefix=prefix)
+
+
+def test_unknown_format():
+    with pytest.raises(ValueError, match="openai-responses"):
+        export_tools("gemini")
+
+
+def _walk_strict(schema):
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert sorted(schema["required"]) == sorted(schema["properties"])          # every property required
+    for prop in schema["properties"].values():
+        assert not {"default", "minLength", "maxLength"} & set(prop)          # keywords strict mode rejects
+        if isinstance(prop["type"], list):
+            assert prop["type"][1] == "null" and (None in prop["enum"] if "enum" in prop else True)
+
+
+def test_openai_strict_mode_valid():
+    for t in export_tools("openai", engine=WithLifecycle()):
+        assert t["type"] == "function" and t["function"]["strict"] is True
+        _walk_strict(t["function"]["parameters"])
+    for t in export_tools("openai-responses", engine=WithLifecycle()):
+        assert t["type"] == "function" and t["strict"] is True and "function" not in t
+        _walk_strict(t["parameters"])
+    search = export_tools("openai")[0]["function"]["parameters"]["properties"]
+    assert search["query"]["type"] == "string" and search["limit"]["type"] == ["integer", "null"]
+    assert (search["limit"]["minimum"], search["limit"]["maximum"]) == (1, 50) and "Default 10" in search["limit"]["description"]
+
+
+def test_anthropic_and_mcp_shapes():
+    anth = {t["name"]: t for t in export_tools("anthropic")}
+    s = anth["memory_search"]["input_schema"]
+    assert s["required"] == ["query"] and s["properties"]["limit"]["default"] == 10
+    assert s["properties"]["max_tokens"] == {"type": "integer", "description": s["properties"]["max_tokens"]["description"],
+                                             "minimum": 1, "maximum": 100000}
+    assert anth["memory_list"]["input_schema"]["properties"]["limit"]["maximum"] == 200
+    mcp = {t["name"]: t for t in export_tools("mcp", engine=WithLifecycle())}
+    assert mcp["memory_search"]["annotations"]["readOnlyHint"] is True
+    assert mcp["memory_forget"]["annotations"]["destructiveHint"] is True
+    assert mcp["memory_forget"]["annotations"]["idempotentHint"] is True
+    assert mcp["memory_remember"]["annotations"]["readOnlyHint"] is False
+    assert mcp["memory_dream"]["inputSchema"] == {"type": "object", "properties": {}, "required": [],
+                                                  "additionalProperties": False}
+
+
+# ------------------------------------------------------------------------------ calling
+@pytest.fixture
+def stocked(engine):
+    engine.remember("# Data\nThe sales table lives in warehouse.sales_2024.\n\n## Owner\nAlice owns the sales table.")
+    engine.remember("Deploys happen on Tuesdays after the standup.", scope="global")
+    return engine
+
+
+def test_search_returns_block_and_data(stocked):
+    r = call_tool("memory_search", {"query": "who owns the sales table", "limit": 2}, engine=stocked)
+    assert isinstance(r, ToolResult) and not r.is_error
+    assert r.text.startswith("<memory-recall") and r.text == r.data["block"]
+    assert r.data["count"] == len(r.data["hits"]) <= 2 and r.data["hits"][0]["document_id"].startswith("m-")
+    json.dumps(r.data)
+    same = call_tool("memory_search", json.dumps({"query": "who owns the sales table", "limit": 2, "path": None}),
+                     engine=stocked)
+    assert same.text == r.text
+
+
+def test_remember_list_forget_stats_round_trip(stocked):
+    r = call_tool("memory_remember", {"content": "Use ruff with line length 110.", "scope": "global",
+                                      "title": "Style", "importance": 0.9, "ttl": 0}, engine=stocked)
+    assert not r.is_error and r.data["stored"] and r.text.startswith("stored m-")
+    assert stocked.get(r.data["id"]).metadata == {"source": "tool"}
+    again = call_tool("memory_remember", {"content": "Use ruff with line length 110.", "scope": "global"}, engine=stocked)
+    assert again.data["deduped"] and "already stored" in again.text
+    listed = call_tool("memory_list", {"limit": 2, "offset": 0}, engine=stocked)
+    assert listed.data["total"] == 3 and len(listed.data["memories"]) == 2 and "memories 1–2 of 3" in listed.text
+    gone = call_tool("memory_forget", {"id": r.data["id"]}, engine=stocked)
+    assert not gone.is_error and gone.data["removed_nodes"] == 1
+    stats = call_tool("memory_stats", {}, engine=stocked)
+    assert stats.data["documents"] == 2 and "tier" in stats.text
+    json.dumps(stats.data)
+
+
+def test_metadata_for_stored_memories(stocked):
+    r = call_tool("memory_remember", {"content": "provenance travels"}, engine=stocked, metadata={"source": "agent"})
+    assert stocked.get(r.data["id"]).metadata == {"source": "agent"}
+
+
+@pytest.mark.parametrize("name,args,message", [
+    ("memory_search", {}, "query is required"),
+    ("memory_search", {"query": "   "}, "query is empty"),
+    ("memory_search", {"query": "x", "limit": 0}, "limit must be between 1 and 50"),
+    ("memory_search", {"query": "x", "limit": 51}, "limit must be between 1 and 50"),
+    ("memory_search", {"query": "x", "limit": "5"}, "limit must be an integer"),
+    ("memory_search", {"query": "x", "limit": 2.5}, "limit must be an integer"),
+    ("memory_search", {"query": "x", "limit": True}, "limit must be an integer"),
+    ("memory_search", {"query": "x", "max_tokens": 100001}, "max_tokens must be between 1 and 100000"),
+    ("memory_search", {"query": 7}, "query must be a string"),
+    ("memory_search", {"query": "x", "scope": "everything"}, "scope must be one of"),
+    ("memory_search", {"query": "x", "k": 3}, "unknown argument(s) k"),
+    ("memory_remember", {"content": "x", "importance": 1.5}, "importance must be between 0 and 1"),
+    ("memory_remember", {"content": "x", "importance": float("nan")}, "finite"),
+    ("memory_remember", {"content": "x", "force": "yes"}, "force must be a boolean"),
+    ("memory_remember", {"content": "x", "scope": "project+global"}, "scope must be one of project, global, session"),
+    ("memory_remember", {"content": "x", "replace": "m-1"}, "replace 'm-1' is not in the expected form"),
+    ("memory_forget", {"id": "m-0123456789abcdef"}, "NotFound"),
+    ("memory_list", {"limit": 201}, "limit must be between 1 and 200"),
+    ("memory_list", {"offset": -1}, "offset must be between 0"),
+    ("memory_stats", {"verbose": True}, "memory_stats takes no arguments"),
+    ("memory_search", "{not json", "not valid JSON"),
+    ("memory_search", "[1, 2]", "must be a JSON object"),
+    ("memory_search", 42, "must be a JSON object"),
+    ("memory_nope", {}, "unknown tool memory_nope; available: memory_search"),
+    ("memory_search", {"query": "x", "project": "../etc"}, "InvalidArgument"),
+])
+def test_errors_come_back_as_tool_errors(stocked, name, args, message):
+    r = call_tool(name, args, engine=stocked)
+    assert r.is_error and r.text.startswith("Error: ") and message in r.text, r.text
+    assert "Traceback" not in r.text and r.data["error"] in r.text
+    assert r.to_anthropic("tu_1")["is_error"] is True and r.to_mcp()["isError"] is True
+
+
+def test_null_means_default_and_integral_floats(stocked):
+    r = call_tool("memory_search", {"query": "sales", "scope": None, "limit": 1.0, "max_tokens": None}, engine=stocked)
+    assert not r.is_error and r.data["count"] == 1
+    assert not call_tool("memory_list", "", engine=stocked).is_error
+    assert not call_tool("memory_stats", None, engine=stocked).is_error
+
+
+def test_closed_engine_is_a_tool_error(data_dir):
+    eng = MemoryEngine(data_dir, project="t")
+    eng.close()
+    r = call_tool("memory_search", {"query": "x"}, engine=eng)
+    assert r.is_error and "closed" in r.text and r.data["type"] == "StorageError"
+
+
+def test_prefix_and_lifecycle_calls(stocked):
+    assert not call_tool("notes_memory_stats", {}, engine=stocked, prefix="notes_").is_error
+    lifecycle = WithLifecycle()
+    r = call_tool("memory_dream", {}, engine=lifecycle)
+    assert not r.is_error and r.data == {"merged": 2} and "merged: 2" in r.text
+    assert call_tool("memory_rotate", None, engine=NoLifecycle()).is_error
+
+
+def test_result_shapes():
+    r = ToolResult("memory_search", "text", {"a": 1})
+    assert r.to_openai("call_1") == {"role": "tool", "tool_call_id": "call_1", "content": "text"}
+    assert r.to_openai_responses("fc_1") == {"type": "function_call_output", "call_id": "fc_1", "output": "text"}
+    assert r.to_anthropic("tu_1") == {"type": "tool_result", "tool_use_id": "tu_1", "content": "text"}
+    assert r.to_mcp() == {"content": [{"type": "text", "text": "text"}], "isError": False, "structuredContent": {"a": 1}}
+
+
+def test_tool_calls_in_every_shape(stocked):
+    openai_msg = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "memory_search", "arguments": '{"query": "sales"}'}}]}
+    anthropic_msg = {"role": "assistant", "content": [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "tu_1", "name": "memory_search", "input": {"query": "deploys", "scope": "global"}}]}
+    responses_out = [{"type": "function_call", "call_id": "fc_1", "name": "memory_stats", "arguments": "{}"}]
+    assert tool_calls(openai_msg) == [("call_1", "memory_search", '{"query": "sales"}', "openai")]
+    assert tool_calls(anthropic_msg)[0][:2] == ("tu_1", "memory_search")
+    assert tool_calls({"output": responses_out})[0][3] == "openai-responses"
+    assert tool_calls({"role": "assistant", "content": "no tools"}) == []
+    [msg] = run_tool_calls(openai_msg, engine=stocked)
+    assert msg["role"] == "tool" and "sales_2024" in msg["content"]
+    [block] = run_tool_calls(anthropic_msg, engine=stocked)
+    assert block["type"] == "tool_result" and "Tuesdays" in block["content"]
+    [item] = run_tool_calls(responses_out, engine=stocked)
+    assert item["type"] == "function_call_output" and "memories" in item["output"]
+
+
+def test_registry_is_complete():
+    for spec in TOOLS.values():
+        assert NAME.match(spec.name) and spec.description and callable(spec.handler)
+        assert not (spec.read_only and spec.destructive)
+    assert [t.name for t in available_tools(NoLifecycle)] == BASE
+
+
+_value = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                   st.text(max_size=20), st.lists(st.integers(), max_size=3))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(BASE), args=st.dictionaries(
+    st.sampled_from(["query", "content", "id", "limit", "scope", "offset", "importance", "ttl", "force", "x"]),
+    _value, max_size=4))
+def test_call_tool_never_raises(engine, name, args):
+    r = call_tool(name, args, engine=engine)
+    assert isinstance(r, ToolResult) and isinstance(r.text, str)
+    json.dumps(r.data, default=str)
