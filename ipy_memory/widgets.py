@@ -162,7 +162,7 @@ class RecallBrowser(_Static, w.VBox):
         self.results.children = self.hit_views
         self.results.titles = tuple(_display.hit_title(h, i) for i, h in enumerate(hits, 1))
         self.results.selected_index = None
-        self.status.value = html.escape(_display.hits_header(self.result)) if self.result is not None else ""
+        self.status.value = html.escape(_display.hits_header(self.result), quote=False) if self.result is not None else ""
         block = getattr(self.result, "block", "")
         self.block_view.value = f'<pre style="white-space:pre-wrap;margin:0">{html.escape(block)}</pre>' if block else ""
 
