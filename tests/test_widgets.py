@@ -31,7 +31,7 @@ def test_browser_searches_on_query(stocked):
     b.search_button.click()
     assert all(h.scope == "project" for h in b.result)
     b.limit_box.value = 1
-    assert len(b.search()) == 1
+    assert len(b.search("sales table")) == 1
     assert b.search("") is None and b.results.children == () and b.status.value == ""
 
 
