@@ -29,7 +29,9 @@ _BATCH = 64
 
 class _Writer:
     def __init__(self, engine, maxsize: int):
-        self.engine = engine
+        # a weak reference: an engine dropped without close() is still collected, and stops us
+        self._engine = weakref.ref(engine)
+        self.close_timeout = engine.close_timeout
         self.q: queue.Queue = queue.Queue(maxsize)
         self.cond = threading.Condition()
         self.pending = 0
@@ -41,6 +43,22 @@ class _Writer:
         # daemon threads die at interpreter exit: drain what was fired before that happens
         self._atexit = _drain_at_exit(weakref.ref(self))
         atexit.register(self._atexit)
+        weakref.finalize(engine, self._stop_nowait).atexit = False   # at exit, _drain_at_exit runs instead
+
+    @property
+    def engine(self):
+        engine = self._engine()
+        if engine is None:
+            raise RuntimeError("the MemoryEngine was garbage-collected before its queued writes ran")
+        return engine
+
+    def _stop_nowait(self) -> None:
+        self.closed = True
+        try:
+            self.q.put_nowait(_STOP)
+        except queue.Full:
+            pass
+        atexit.unregister(self._atexit)
 
     def put(self, item, timeout: float) -> bool:
         with self.cond:
@@ -156,7 +174,7 @@ class _drain_at_exit:
     def __call__(self) -> None:
         writer = self.ref()
         if writer is not None and writer.thread.is_alive():
-            writer.wait(writer.engine.close_timeout)
+            writer.wait(writer.close_timeout)
 
 
 class BackgroundMixin:

@@ -84,9 +84,19 @@ def _check_messages(messages) -> list:
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or "role" not in m:
-            raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
+        if not isinstance(m, dict):   # items without a role (e.g. tool-call items) pass through untouched
+            raise InvalidArgument(f"message {i} must be a dict such as {{'role': 'user', 'content': '...'}}")
     return messages
+
+
+def _is_human(msg: dict) -> bool:
+    """A user message typed by the human: not ours, has text, carries no tool results."""
+    content = msg.get("content")
+    if msg.get("role") != "user" or is_recall_message(msg):
+        return False
+    if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content):
+        return False
+    return bool(_text_of(content).strip())
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -191,8 +201,7 @@ class AutoRecall:
             return self._skip(out, "disabled")
         if getattr(self.engine, "_closed", False):
             return self._skip(out, "engine closed")
-        idx = next((i for i in range(len(out) - 1, -1, -1) if out[i].get("role") == "user"
-                    and not is_recall_message(out[i]) and _text_of(out[i].get("content")).strip()), None)
+        idx = next((i for i in range(len(out) - 1, -1, -1) if _is_human(out[i])), None)
         if idx is None:
             return self._skip(out, "no user message")
         if idx != len(out) - 1:        # tool results or an answer follow: a later step of the turn
@@ -205,10 +214,10 @@ class AutoRecall:
             if key in self._s.turns:
                 return self._skip(out, "already injected")
             _remember(self._s.turns, key, now)
-            if len(norm) < self.min_query_chars:
-                return self._skip(out, "too short")
             if any(p.fullmatch(norm) for p in self.skip_patterns):
                 return self._skip(out, "acknowledgement")
+            if len(norm) < self.min_query_chars:
+                return self._skip(out, "too short")
             last = self._s.queries.get((session_id, norm))
             if last is not None and now - last < self.cooldown_s:
                 return self._skip(out, "cooldown")
@@ -359,7 +368,8 @@ class AutoRecall:
         background = v.flag(background, "background")
         if not self.capture_enabled or getattr(self.engine, "read_only", False):
             return None
-        own = [m for m in messages if not is_recall_message(m)]     # never store recalled memory again
+        # never store recalled memory again; role-less items (tool calls) are not conversation text
+        own = [m for m in messages if "role" in m and not is_recall_message(m)]
         if background:
             return self.engine.fire_exchange(session_id, own, **kw)
         try:

@@ -108,7 +108,11 @@ class LifecycleMixin:
         """A recall hit is an access: one UPDATE bumps accessed_at / access_count and warms the tier.
 
         Best effort: a short busy timeout, and a failure is logged, never raised into recall()."""
-        if not hits or self.read_only or getattr(self, "_closed", True):
+        if self.read_only or getattr(self, "_closed", True):
+            return
+        if self.auto_rotate:
+            self.maybe_rotate(background=True)
+        if not hits:
             return
         ids = list(dict.fromkeys(h.document_id for h in hits))
         db, marks = self.store.db, ",".join("?" * len(ids))
@@ -125,8 +129,6 @@ class LifecycleMixin:
                 log.debug("access tracking skipped: %s", exc)
             finally:
                 db.execute(f"PRAGMA busy_timeout = {int(old)}")
-        if self.auto_rotate:
-            self.maybe_rotate(background=True)
 
     # ------------------------------------------------------------------------------ tiers
     def rotate(self, limit_per_hop: int | None = None, reason: str = "manual") -> dict:
