@@ -112,7 +112,6 @@ class MemoryMagics(Magics):
         self._ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
         self._formatters: list[tuple[object, type, object]] = []
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
-        self._unshown: list = []   # RememberResults to print after the cell unless shown as its output
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
 
     # ------------------------------------------------------------------------------ engine
@@ -250,24 +249,23 @@ class MemoryMagics(Magics):
         return view._repr_mimebundle_()
 
     def _pretty_remember(self, obj, p, cycle) -> None:
-        self._unshown = [r for r in self._unshown if r is not obj]
         p.text(obj.summary())
 
-    def _announce(self, result):
-        """%remember prints one line: as the cell's output if it is one, else after the cell."""
-        if self._cell is None:
+    def _announce(self, result, invocation: str):
+        """Print the one-line summary, unless the result is about to be shown as the cell's output."""
+        raw = getattr(self._cell, "raw_cell", None) or ""
+        last = raw.strip().splitlines()[-1].strip() if raw.strip() else ""
+        shown = (raw.lstrip().startswith("%%") if invocation.startswith("%%")
+                 else last.split() == invocation.split())
+        if not shown or last.endswith(";"):
             print(result.summary())
-        else:
-            self._unshown.append(result)
         return result
 
     def _pre_run_cell(self, info) -> None:
         self._cell = info
 
     def _post_run_cell(self, result) -> None:
-        self._cell, unshown, self._unshown = None, self._unshown, []
-        for r in unshown:
-            print(r.summary())
+        self._cell = None
 
     # ------------------------------------------------------------------------------ helpers
     def _parse(self, func, line: str, *, expand_text: bool = True):
@@ -372,7 +370,7 @@ class MemoryMagics(Magics):
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
         return self._announce(self._call("memory_remember", arguments, "%remember [options] TEXT",
-                                         self.provenance("remember", source)))
+                                         self.provenance("remember", source)), source.split("\n")[0])
 
     @no_var_expand
     @magic_arguments()
@@ -403,7 +401,8 @@ class MemoryMagics(Magics):
             meta["name"] = name
             replace = self._find_named(name, _scope_arg(scope))
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
-        return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta))
+        return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta),
+                              "%%store")
 
     def _find_named(self, name: str, scope: str) -> str | None:
         offset = 0
@@ -431,7 +430,7 @@ class MemoryMagics(Magics):
     def memrecall(self, line: str):
         """Search long-term memory; returns a RecallResult (hits, best first), or with --block its prompt text.
 
-            %recall where does the sales table live?
+            %recall where does the sales table live
             %recall -n 3 -s global code style
             prompt = %recall --block --max-tokens 500 sales table
 

@@ -64,6 +64,10 @@ def test_remember_line_returns_result_and_prints_one_line(ip, capsys):
     out = capsys.readouterr().out
     assert len(lines(out, "stored m-")) == 1 and isinstance(ip.user_ns["x"], RememberResult)
     assert ip.user_ns["x"].scope == "global"
+    ip.run_cell("y = %remember Printed in order\nprint('after')")               # printed at once, not deferred
+    assert capsys.readouterr().out.splitlines()[-2:] == [ip.user_ns["y"].summary(), "after"]
+    ip.run_cell("%%remember\n# A cell\nWith a body.")
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 1
 
 
 def test_remember_options_and_quoting(ip):
