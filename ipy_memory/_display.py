@@ -80,7 +80,7 @@ def md_escape(value: Any, width: int | None = None) -> str:
     """Escape for a Markdown table cell: no stray markup, pipes or raw HTML."""
     s = one_line(value, width)
     s = s.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    for ch in "|*_`[]#~":
+    for ch in "|*_`[]#~$":
         s = s.replace(ch, "\\" + ch)
     return s
 
@@ -137,6 +137,12 @@ def hit_body_html(hit) -> str:
                 + (f" · {_esc(prov)}" if prov else "") + f"</div>{details}")
 
 
+def _label_is_text(hit) -> bool:
+    """A note without headings is labelled by its own first line: don't show that twice."""
+    label, text = " ".join((hit.label or "").split()).rstrip(".…"), " ".join((hit.text or "").split())
+    return bool(label) and text.startswith(label)
+
+
 def hits_header(result) -> str:
     n = len(result)
     q = getattr(result, "query", None)
@@ -149,7 +155,8 @@ def hits_text(result) -> str:
     lines = [hits_header(result)]
     for i, h in enumerate(result, 1):
         lines.append(f"[{i}] {date(h.created_at)}  {h.score:.3f}  {one_line(h.label, 60)}  ({h.id})")
-        lines += ["      " + one_line(excerpt(h.text, 160))]
+        if not (_label_is_text(h) and len(h.text.strip()) <= len(h.label) + 1):
+            lines.append("      " + one_line(excerpt(h.text, 160)))
         prov = provenance_text(h.metadata)
         if prov:
             lines.append("      " + prov)
@@ -160,8 +167,9 @@ def hits_markdown(result) -> str:
     head = f"**{md_escape(hits_header(result))}**"
     if not len(result):
         return head
-    rows = [[str(i), date(h.created_at), f"**{md_escape(h.label, 80)}** `{h.id}`<br>{md_escape(excerpt(h.text))}",
-             f"{h.score:.3f}", md_escape(provenance_text(h.metadata))] for i, h in enumerate(result, 1)]
+    rows = [[str(i), date(h.created_at), ("" if _label_is_text(h) else f"**{md_escape(h.label, 80)}** ")
+             + f"`{h.id}`<br>{md_escape(excerpt(h.text))}", f"{h.score:.3f}", md_escape(provenance_text(h.metadata))]
+            for i, h in enumerate(result, 1)]
     return head + "\n\n" + _md_table(["#", "date", "memory", "score", "provenance"], rows, right=(0, 3))
 
 
@@ -171,7 +179,8 @@ def hits_html(result) -> str:
         return _box(head)
     rows = []
     for i, h in enumerate(result, 1):
-        memory = (f"<b>{_esc(h.label)}</b> <code style=\"{MUTED}\">{_esc(h.id)}</code>"
+        label = "" if _label_is_text(h) else f"<b>{_esc(h.label)}</b> "
+        memory = (f'{label}<code style="{MUTED}">{_esc(h.id)}</code>'
                   f'<div style="white-space:pre-wrap">{html.escape(excerpt(h.text))}</div>')
         rows.append([str(i), _esc(date(h.created_at)), memory, f"{h.score:.3f}",
                      "<br>".join(f"{_esc(k)}: {_esc(v)}" for k, v in provenance(h.metadata))])

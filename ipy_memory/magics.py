@@ -1,16 +1,9 @@
 """IPython magics for long-term memory: ``%load_ext ipy_memory``.
 
-    %remember [-s SCOPE] [-p PROJECT] [-t TITLE] [--ttl SECONDS] [--importance X] [--force] [--replace ID] TEXT
-    %%remember [options]          the cell body (Markdown) is the memory
-    %%store [-s SCOPE] [-t TITLE] [--ttl SECONDS] [NAME]     IPython's line magic %store keeps working
-    %recall [-n LIMIT] [--max-tokens N] [-s SCOPE] [-p PROJECT] [--path P] [--block] QUERY
-    %memrecall ...                 the same, under a name that never clashes (%recall shadows IPython's; %rep is
-                                   IPython's original while loaded)
-    %memories [-s SCOPE] [-p PROJECT] [-n LIMIT] [--offset N]      %memstats      %forget ID [ID ...]
-    %memdream  %memrotate  %memcompact                              when the engine has those methods
-
-Settings (``%config MemoryMagics.limit = 5`` or ``c.MemoryMagics.limit = 5`` in ipython_config.py): see
-``%config MemoryMagics``. One engine per kernel, opened on first use, closed on unload and at exit.
+%remember / %%remember, %%store (IPython's line %store keeps working), %recall (= %memrecall; IPython's
+%recall stays reachable as %rep while loaded), %memories, %memstats, %forget, and %memdream / %memrotate /
+%memcompact when the engine has those methods. Settings are traitlets: ``%config MemoryMagics.limit = 5`` or
+``c.MemoryMagics.limit = 5``. One engine per kernel, opened on first use, closed on unload and at exit.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from . import tools
 from .config import SCOPES, Settings, default_session
 from .engine import MemoryEngine
 from .errors import IpyMemoryError
-from .models import MemoryList, RecallResult, RememberResult, Stats
+from .models import RememberResult
 
 __all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -110,7 +103,7 @@ class MemoryMagics(Magics):
         self._installed = False
         self._saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
         self._ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
-        self._formatters: list[tuple[object, type, object]] = []
+        self._display = None       # widgets.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
 
@@ -161,7 +154,9 @@ class MemoryMagics(Magics):
             self._put(kind, name, fn)
         if self.shadow_builtins:
             self._shadow()
-        self._register_formatters()
+        from .widgets import ShellDisplay
+        self._display = ShellDisplay(self)
+        self._display.install(RememberResult, self._pretty_remember)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         atexit.register(self.close_engine)
@@ -174,11 +169,7 @@ class MemoryMagics(Magics):
         self._installed = False
         for kind, name in list(self._saved):
             self._restore(kind, name)
-        for formatter, cls, old in self._formatters:
-            formatter.pop(cls, None)
-            if old is not None:
-                formatter.for_type(cls, old)
-        self._formatters.clear()
+        self._display.uninstall()
         for event, fn in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
             if fn in self.shell.events.callbacks[event]:
                 self.shell.events.unregister(event, fn)
@@ -221,33 +212,6 @@ class MemoryMagics(Magics):
         self._restore("line", "recall")
 
     # ------------------------------------------------------------------------------ display
-    def _register_formatters(self) -> None:
-        fmt = self.shell.display_formatter
-        plain, html, md = (fmt.formatters[k] for k in ("text/plain", "text/html", "text/markdown"))
-        entries = [(plain, RememberResult, self._pretty_remember), (fmt.mimebundle_formatter, RecallResult, self._widget),
-                   (fmt.mimebundle_formatter, Stats, self._widget)]
-        for cls in (RecallResult, MemoryList, Stats):
-            entries += [(html, cls, self._html), (md, cls, self._markdown)]
-        for formatter, cls, fn in entries:
-            self._formatters.append((formatter, cls, formatter.for_type(cls, fn)))
-
-    def live_widgets(self) -> bool:
-        """True where widgets can render: display='widget' (or 'auto' for widget objects) inside a kernel."""
-        return getattr(self.shell, "kernel", None) is not None
-
-    def _html(self, obj):
-        return obj._repr_html_() if self.display != "text" else None
-
-    def _markdown(self, obj):
-        return obj._repr_markdown_() if self.display == "auto" else None
-
-    def _widget(self, obj):
-        if self.display != "widget" or not self.live_widgets():
-            return None
-        from .widgets import RecallBrowser, TierStats
-        view = RecallBrowser(self.engine, result=obj) if isinstance(obj, RecallResult) else TierStats(self.engine, stats=obj)
-        return view._repr_mimebundle_()
-
     def _pretty_remember(self, obj, p, cycle) -> None:
         p.text(obj.summary())
 
@@ -486,9 +450,8 @@ class MemoryMagics(Magics):
             print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")
 
     def _lifecycle(self, method: str):
-        handler = tools.TOOLS[f"memory_{method}"].handler if f"memory_{method}" in tools.TOOLS else tools.maintenance(method)
         try:
-            result = handler(self.engine, {}, None)
+            result = tools.maintenance(method)(self.engine, {}, None)
         except IpyMemoryError as exc:
             raise UsageError(f"{type(exc).__name__}: {exc}") from None
         print(result.text)

@@ -283,7 +283,7 @@ register(ToolSpec(
      "ttl": Param("number", "Seconds until it expires (0 = the scope's default).", minimum=0, maximum=v.MAX_TTL),
      "force": Param("boolean", "Store even if a near-duplicate exists.", False),
      "replace": Param("string", "Id of a memory to overwrite with this content.", pattern=v.ID_RE.pattern)},
-    _remember))
+    _remember, idempotent=True))   # the same content again is recognised, not stored twice
 
 register(ToolSpec(
     "memory_forget", "Forget a memory",

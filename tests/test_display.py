@@ -130,3 +130,16 @@ def test_generic_table_fallback():
     rows = Rows([memory()], total=1, offset=0)
     assert repr(rows).splitlines()[0].startswith("id")
     assert rows._repr_markdown_().startswith("| id |")
+
+
+def test_label_taken_from_the_text_is_not_repeated():
+    flat = hit(text="Use ruff with line length 110.", path="Use ruff with line length 110")
+    assert "<b>Use ruff" not in result(flat)._repr_html_()
+    assert "**Use ruff" not in result(flat)._repr_markdown_()
+    assert repr(result(flat)).count("Use ruff") == 1
+    assert "<b>Data/Owner</b>" in result(hit())._repr_html_()
+
+
+def test_markdown_escapes_dollar_math():
+    md = result(hit(text="costs $5 and $6 per run"))._repr_markdown_()
+    assert "\\$5 and \\$6" in md
