@@ -280,9 +280,20 @@ def stats_details(stats) -> list[tuple[str, str]]:
     return [(k, one_line(v)) for k, v in stats.items() if k not in _SUMMARY_KEYS and not isinstance(v, (dict, list))]
 
 
-def tier_rows(stats) -> list[list[str]]:
-    return [[str(t), str(r.get("documents", "")), str(r.get("nodes", "")), human_bytes(r.get("bytes", ""))]
-            for t, r in (stats.get("tiers") or {}).items()]
+def tier_rows(stats) -> tuple[list[str], list[list[str]]]:
+    """Tier table: counts and text size, plus vector size and precision when the engine reports them."""
+    tiers = stats.get("tiers") or {}
+    vectors = any("vector_bytes" in r for r in tiers.values())
+    precision = any("precision" in r for r in tiers.values())
+    head = ["tier", "memories", "sections", "text size"] + (["vector size"] if vectors else []) \
+        + (["precision"] if precision else [])
+    rows = []
+    for t, r in tiers.items():
+        row = [str(t), str(r.get("documents", "")), str(r.get("nodes", "")),
+               human_bytes(r.get("bytes", r.get("text_bytes", "")))]
+        rows.append(row + ([human_bytes(r.get("vector_bytes", ""))] if vectors else [])
+                    + ([str(r.get("precision", ""))] if precision else []))
+    return head, rows
 
 
 def space_rows(stats) -> tuple[list[str], list[list[str]]]:
@@ -299,15 +310,15 @@ def space_rows(stats) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-_TIER_HEAD = ["tier", "memories", "sections", "size"]
+_TIER_RIGHT = (1, 2, 3, 4)
 
 
 def stats_text(stats) -> str:
     lines = [stats_summary(stats)]
     lines += [f"  {k}: {v}" for k, v in stats_details(stats)]
-    tiers = tier_rows(stats)
+    head, tiers = tier_rows(stats)
     if tiers:
-        lines += ["", *_align([_TIER_HEAD, *tiers], right=(1, 2, 3))]
+        lines += ["", *_align([head, *tiers], right=_TIER_RIGHT)]
     head, spaces = space_rows(stats)
     if spaces:
         lines += ["", *_align([head, *spaces], right=range(1, len(head)))]
@@ -317,9 +328,9 @@ def stats_text(stats) -> str:
 def stats_markdown(stats) -> str:
     out = [f"**{md_escape(stats_summary(stats))}**", ""]
     out += [f"- {md_escape(k)}: `{_code(v)}`" for k, v in stats_details(stats)]
-    tiers = tier_rows(stats)
+    head, tiers = tier_rows(stats)
     if tiers:
-        out += ["", _md_table(_TIER_HEAD, [[md_escape(c) for c in r] for r in tiers], right=(1, 2, 3))]
+        out += ["", _md_table(head, [[md_escape(c) for c in r] for r in tiers], right=_TIER_RIGHT)]
     head, spaces = space_rows(stats)
     if spaces:
         out += ["", _md_table(head, [[md_escape(c) for c in r] for r in spaces], right=range(1, len(head)))]
@@ -332,9 +343,9 @@ def stats_html(stats) -> str:
     if details:
         parts.append(f'<div style="{MUTED}">' + " · ".join(f"{_esc(k)}: <code>{_esc(v)}</code>" for k, v in details)
                      + "</div>")
-    tiers = tier_rows(stats)
+    head, tiers = tier_rows(stats)
     if tiers:
-        parts.append(_html_table(_TIER_HEAD, [[_esc(c) for c in r] for r in tiers], right=(1, 2, 3)))
+        parts.append(_html_table(head, [[_esc(c) for c in r] for r in tiers], right=_TIER_RIGHT))
     head, spaces = space_rows(stats)
     if spaces:
         parts.append(_html_table(head, [[_esc(c) for c in r] for r in spaces], right=range(1, len(head))))

@@ -242,8 +242,9 @@ def maintenance(method: str) -> Handler:
             data = {"result": str(r)}
         if hasattr(r, "summary"):
             text = r.summary()
-        elif isinstance(data, dict):
-            text = ", ".join(f"{k}: {json.dumps(val, ensure_ascii=False)}" for k, val in data.items()) or "done"
+        elif isinstance(data, dict):   # the scalar fields; nested detail stays in data
+            text = ", ".join(f"{k}: {json.dumps(val, ensure_ascii=False)}" for k, val in data.items()
+                             if not isinstance(val, (dict, list))) or "done"
         else:
             text = "done" if data is None else json.dumps(data, ensure_ascii=False)
         return ToolResult(f"memory_{method}", f"{method}: {text}", data, value=r)

@@ -93,14 +93,14 @@ def test_stats_reprs_have_summary_tier_and_space_tables():
     text = repr(STATS)
     first = text.splitlines()[0]
     assert first == "ipy_memory · 3 memories · 5 sections · 123.5 kB · embedder hash-v1-384 (384-d)"
-    assert re.search(r"^tier\s+memories\s+sections\s+size$", text, re.M)
+    assert re.search(r"^tier\s+memories\s+sections\s+text size$", text, re.M)
     assert re.search(r"^hot\s+2\s+4\s+2\.0 kB$", text, re.M)
     assert re.search(r"^space\s+memories\s+sections\s+lexical index\s+vectors index$", text, re.M)
     assert re.search(r"^project:demo\s+2\s+4\s+4\s+4$", text, re.M)
     assert "session:x" not in text                       # an empty loaded index is not a space
     assert "data_dir: /tmp/x" in text and "future_key" not in text
     md = STATS._repr_markdown_()
-    assert "| tier | memories | sections | size |" in md and "| hot | 2 | 4 | 2.0 kB |" in md
+    assert "| tier | memories | sections | text size |" in md and "| hot | 2 | 4 | 2.0 kB |" in md
     page = STATS._repr_html_()
     assert page.count("<table") == 2 and "123.5 kB" in page and "<script" not in page
 
@@ -143,3 +143,13 @@ def test_label_taken_from_the_text_is_not_repeated():
 def test_markdown_escapes_dollar_math():
     md = result(hit(text="costs $5 and $6 per run"))._repr_markdown_()
     assert "\\$5 and \\$6" in md
+
+
+def test_tier_table_with_vector_sizes():
+    s = Stats({"documents": 1, "nodes": 2, "tiers": {
+        "hot": {"documents": 1, "nodes": 2, "text_bytes": 33, "vector_bytes": 1536, "precision": "f16"},
+        "cold": {"documents": 0, "nodes": 0, "text_bytes": 0, "vector_bytes": 0, "precision": "i8"}}})
+    text = repr(s)
+    assert re.search(r"^tier\s+memories\s+sections\s+text size\s+vector size\s+precision$", text, re.M)
+    assert re.search(r"^hot\s+1\s+2\s+33 B\s+1\.5 kB\s+f16$", text, re.M)
+    assert "| cold | 0 | 0 | 0 B | 0 B | i8 |" in s._repr_markdown_()

@@ -128,3 +128,11 @@ def test_no_engine_no_extension():
     InteractiveShell.clear_instance()
     with pytest.raises(ValueError, match="load_ext ipy_memory"):
         RecallBrowser()
+
+
+def test_tier_stats_uses_the_engines_tier_report(stocked):
+    if not callable(getattr(stocked, "tier_stats", None)):
+        pytest.skip("engine without tier_stats()")
+    t = TierStats(stocked, live=False)
+    assert set(t.stats["tiers"]) == set(stocked.tier_stats()["tiers"])
+    assert "vector size" in t.view.value and "precision" in t.view.value
