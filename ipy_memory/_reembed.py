@@ -13,7 +13,6 @@ from collections import OrderedDict
 import numpy as np
 
 from . import _validate as v
-from ._shards import Shards
 from .embeddings import Embedder, get_embedder
 from .errors import InvalidArgument
 from .store import decode_vecs, encode_vec
@@ -136,7 +135,7 @@ class EmbeddingMixin:
         self.embedder = new
         for f in (self.data_dir / "index").glob("*.usearch"):
             f.unlink(missing_ok=True)
-        self.shards = Shards(self.store, new.dim, self.settings, self.data_dir / "index")
+        self.shards = self._new_shards()
         self._epoch = epoch + 1
         self.__dict__.pop("_query_cache", None)
         old.close()

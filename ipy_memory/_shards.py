@@ -21,10 +21,10 @@ from .vectors import VectorShard
 
 
 class Shard:
-    def __init__(self, space: str, dim: int, settings: Settings):
+    def __init__(self, space: str, dim: int, settings: Settings, graph: bool):
         self.space = space
         self.lex = LexicalShard(settings)
-        self.vec = VectorShard(dim, settings)
+        self.vec = VectorShard(dim, settings, graph=graph)
         self.dirty = False
 
 
@@ -34,8 +34,8 @@ def node_row(r) -> NodeRow:
 
 
 class Shards:
-    def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path):
-        self.store, self.dim, self.s, self.dir = store, dim, settings, index_dir
+    def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path, *, graph: bool = True):
+        self.store, self.dim, self.s, self.dir, self.graph = store, dim, settings, index_dir, graph
         self.loaded: dict[str, Shard] = {}
         self.seq = store.max_seq()
         self._version = store.data_version()
@@ -50,23 +50,18 @@ class Shards:
         return shard
 
     def _load(self, space: str) -> Shard:
-        shard = Shard(space, self.dim, self.s)
+        shard = Shard(space, self.dim, self.s, self.graph)
         with self.store.read() as db:
             rows = db.execute(NODE_SELECT + " WHERE d.space = ? ORDER BY d.rowid, n.ord", (space,)).fetchall()
             vec_rows = db.execute("SELECT v.node_key, v.vec FROM vectors v JOIN nodes n ON n.key = v.node_key "
                                   "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,)).fetchall()
         shard.lex.add([node_row(r) for r in rows])
-        keys = np.array([k for k, _ in vec_rows], np.int64)
+        shard.vec.add([k for k, _ in vec_rows], decode_vecs([b for _, b in vec_rows], self.dim))
         graph_file = self.graph_path(space)
-        if len(keys) >= self.s.exact_threshold and graph_file.exists() and shard.vec.load_graph(graph_file):
-            in_graph = np.asarray(shard.vec.graph.keys, np.int64)
-            for k in np.setdiff1d(in_graph, keys):
-                shard.vec.remove(int(k))
-            missing = np.isin(keys, in_graph, invert=True)
-            shard.vec.add(keys[missing], decode_vecs([b for (_, b), m in zip(vec_rows, missing) if m], self.dim))
-        else:
-            shard.vec.add(keys, decode_vecs([b for _, b in vec_rows], self.dim))
-            shard.dirty = shard.vec.graph is not None
+        if shard.vec.graph_allowed and len(shard.vec) >= self.s.exact_threshold:
+            if not (graph_file.exists() and shard.vec.adopt_graph(graph_file)):
+                shard.vec.build_graph()
+                shard.dirty = True
         return shard
 
     def sync(self, force: bool = False) -> None:

@@ -59,13 +59,18 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         self.store = Store(self.data_dir, read_only=self.read_only)
         try:
             self.embedder = self._open_embedder(embedder)
-            self.shards = Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index")
+            self.shards = self._new_shards()
         except BaseException:
             self.store.close()
             raise
         self._closed = False
         self._next_purge = 0.0
         self._epoch = self._store_epoch()
+
+    def _new_shards(self) -> Shards:
+        # An HNSW graph only pays where vectors rank recall; the hashing embedder's serve dedup only.
+        graph = self.embedder.semantic or self.settings.vector_weight_hash > 0
+        return Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index", graph=graph)
 
     def _store_epoch(self) -> int:
         return int(self.store.get_meta("epoch") or 0)

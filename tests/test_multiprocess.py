@@ -41,7 +41,7 @@ def _results(mem, queries):
 
 
 def test_index_files_rebuilt_when_missing_or_damaged(tmp_path):
-    settings = Settings(exact_threshold=50)      # force an HNSW graph on small data
+    settings = Settings(exact_threshold=50, vector_weight_hash=0.3)   # vectors rank, so small data gets a graph
     texts = [f"memory {i} about topic {i % 7} with detail {i * 13 % 101}" for i in range(300)]
     queries = ["topic 3 detail", "memory 42", "topic 6"]
     with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
