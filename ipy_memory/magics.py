@@ -286,7 +286,8 @@ class MemoryMagics(Magics):
         notebook = ns.get("__vsc_ipynb_file__") or ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
         if notebook:
             meta["notebook"] = str(notebook)
-        meta["cell"] = getattr(self.shell, "execution_count", None)
+        if cell is not None and getattr(cell, "store_history", False):
+            meta["cell"] = self.shell.displayhook.prompt_count      # In[n] of the running cell
         if getattr(cell, "cell_id", None):
             meta["cell_id"] = cell.cell_id
         meta["cell_sha256"] = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()

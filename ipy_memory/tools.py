@@ -23,6 +23,7 @@ from typing import Any, Callable
 from . import _display
 from . import _validate as v
 from .errors import InvalidArgument, IpyMemoryError
+from .models import Stats
 
 __all__ = ["Param", "ToolSpec", "ToolResult", "TOOLS", "FORMATS", "register", "available_tools", "export_tools",
            "call_tool", "tool_calls", "run_tool_calls"]
@@ -228,6 +229,8 @@ def _list(engine, a: dict, meta: dict | None) -> ToolResult:
 
 def _stats(engine, a: dict, meta: dict | None) -> ToolResult:
     s = engine.stats()
+    if callable(getattr(engine, "tier_stats", None)):   # every tier, with vector sizes and precision
+        s = Stats({**dict(s), "tiers": engine.tier_stats()["tiers"]})
     return ToolResult("memory_stats", _display.stats_text(s), s.to_dict(), value=s)
 
 

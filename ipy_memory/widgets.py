@@ -16,7 +16,7 @@ import html
 import ipywidgets as w
 
 from . import _display
-from .errors import InvalidArgument, IpyMemoryError
+from .errors import InvalidArgument
 from .models import MemoryList, RecallResult, Stats
 from .tools import SEARCH_SCOPES, call_tool
 
@@ -205,13 +205,6 @@ class TierStats(_Static, w.VBox):
         return self.stats
 
     def _show(self, stats) -> None:
-        """Show `stats`, with the engine's richer per-tier report (every tier, vector sizes) when it has one."""
-        tier_stats = getattr(self.engine, "tier_stats", None)
-        if callable(tier_stats):
-            try:
-                stats = Stats({**dict(stats), "tiers": tier_stats()["tiers"]})
-            except (IpyMemoryError, KeyError, TypeError):
-                pass
         self.stats = stats
         self.view.value = _display.stats_html(stats)
 

@@ -128,13 +128,15 @@ def test_ipython_line_store_keeps_working(ip):
 def test_provenance_metadata(ip):
     ip.user_ns["__vsc_ipynb_file__"] = "/home/me/work/analysis.ipynb"
     source = "%remember -t T provenance please"
-    ip.run_cell(source)
+    ip.run_cell(source, store_history=True)
     mem = current_engine(ip).list_memories(limit=1)[0]
     meta = mem.metadata
     assert meta["source"] == "ipython" and meta["magic"] == "remember"
     assert meta["notebook"] == "/home/me/work/analysis.ipynb"
     assert meta["cell_sha256"] == hashlib.sha256(source.encode()).hexdigest()
-    assert isinstance(meta["cell"], int) and meta["kernel_session"] and meta["time"].endswith("Z")
+    assert meta["cell"] == ip.execution_count - 1 and meta["kernel_session"] and meta["time"].endswith("Z")
+    r = ip.run_line_magic("remember", "called from code, outside a cell")
+    assert "cell" not in current_engine(ip).get(r.id).metadata
 
 
 # ------------------------------------------------------------------------------ %recall, %memrecall, %rep
