@@ -118,8 +118,9 @@ class VectorShard:
             grows = grows[grows >= 0]
             rows = np.concatenate([rows, grows])
             sims = np.concatenate([sims, self.mat.view[grows].astype(np.float32) @ q])   # exact rescoring
-        order = np.argsort(-sims, kind="stable")[:k]
-        return self.keys.view[rows[order]], sims[order].astype(np.float32)
+        keys = self.keys.view[rows]
+        order = np.lexsort((keys, -np.round(sims, 5)))[:k]      # ties broken by key: same answer every time
+        return keys[order], sims[order].astype(np.float32)
 
     # ------------------------------------------------------------------------------ persistence (graph)
     def save_graph(self, path: Path) -> bool:
