@@ -6,6 +6,13 @@ one embedding call per batch, like remember_many). Failures are logged on the "i
 logger and counted in `background_stats()`, never raised into the caller. The queue is bounded:
 when the writer falls behind, `fire` waits up to `fire_put_timeout` seconds and then drops the
 item (logged), so a stalled embedder cannot grow memory without limit.
+
+Why a second engine: the in-memory indexes (and the engine's per-call state) are not safe to
+mutate from two threads, and a recall on the caller's thread would race the writer's index
+updates. So the thread writes through its own MemoryEngine on the same data dir (own SQLite
+connection, same embedder object); the caller's engine picks the writes up from the change log on
+its next call, exactly as it does for another kernel. The writer only loads a space's index when a
+fired memory needs the semantic duplicate check (not for exchanges or force=True).
 """
 
 from __future__ import annotations
@@ -19,12 +26,29 @@ import threading
 import time
 import weakref
 
+from .embeddings import Embedder
 from .errors import InvalidArgument
 
 log = logging.getLogger("ipy_memory")
 
 _STOP = object()
 _BATCH = 64
+
+
+class _SharedEmbedder(Embedder):
+    """The caller's embedder, used by the writer engine, which must not close it."""
+
+    def __init__(self, inner: Embedder):
+        self.inner, self.name, self.dim, self.semantic = inner, inner.name, inner.dim, inner.semantic
+
+    def embed(self, texts):
+        return self.inner.embed(texts)
+
+    def embed_query(self, text):
+        return self.inner.embed_query(text)
+
+    def close(self) -> None:
+        pass
 
 
 class _Writer:
@@ -38,6 +62,7 @@ class _Writer:
         self.counts = {"submitted": 0, "written": 0, "errors": 0, "dropped": 0}
         self.last_error: str | None = None
         self.closed = False
+        self.own = None                     # the writer's MemoryEngine, opened on first use
         self.thread = threading.Thread(target=self._run, name="ipy_memory-writer", daemon=True)
         self.thread.start()
         # daemon threads die at interpreter exit: drain what was fired before that happens
@@ -51,6 +76,19 @@ class _Writer:
         if engine is None:
             raise RuntimeError("the MemoryEngine was garbage-collected before its queued writes ran")
         return engine
+
+    def _own_engine(self):
+        """The writer's engine, following the caller's project, session, settings and embedder."""
+        main = self.engine
+        if self.own is not None and self.own.embedder.name != main.embedder.name:   # re-embedded
+            self.own.close()
+            self.own = None
+        if self.own is None:
+            from .engine import MemoryEngine   # import here: engine.py imports this module
+            self.own = MemoryEngine(main.data_dir, embedder=_SharedEmbedder(main.embedder), project=main.project,
+                                    session=main.session, settings=main.settings, clock=main.clock)
+        self.own.project, self.own.session, self.own.settings = main.project, main.session, main.settings
+        return self.own
 
     def _stop_nowait(self) -> None:
         self.closed = True
@@ -97,7 +135,7 @@ class _Writer:
             item = carry if carry is not None else self.q.get()
             carry = None
             if item is _STOP:
-                return
+                break
             batch = [item]
             while item[0] == "remember" and len(batch) < _BATCH:
                 try:
@@ -113,33 +151,38 @@ class _Writer:
             except BaseException as exc:  # noqa: BLE001 - the writer thread must survive anything
                 self._fail(batch[0][0], exc)
                 self._done(len(batch), errors=len(batch))
+        if self.own is not None:
+            try:
+                self.own.close()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("ipy_memory: closing the background writer's engine: %s", exc)
+
+    def _one(self, what: str, fn) -> None:
+        try:
+            fn()
+            self._done(1, written=1)
+        except Exception as exc:
+            self._fail(what, exc)
+            self._done(1, errors=1)
 
     def _execute(self, batch: list) -> None:
-        kind = batch[0][0]
-        if kind != "remember":
+        kind, payload = batch[0]
+        if kind == "exchange":
+            self._one(kind, lambda: self._own_engine().remember_exchange(payload[0], payload[1], **payload[2]))
+        elif kind != "remember":
+            self._one(kind, payload)
+        else:
             try:
-                batch[0][1]()
-                self._done(1, written=1)
-            except Exception as exc:
-                self._fail(kind, exc)
-                self._done(1, errors=1)
-            return
-        try:
-            self.engine.remember_many([kw for _, kw in batch])
-            self._done(len(batch), written=len(batch))
-            return
-        except Exception as exc:
-            if len(batch) == 1:
-                self._fail("remember", exc)
-                self._done(1, errors=1)
+                self._own_engine().remember_many([kw for _, kw in batch])
+                self._done(len(batch), written=len(batch))
                 return
-        for _, kw in batch:  # one bad item must not cost the others: retry one by one
-            try:
-                self.engine.remember(**kw)
-                self._done(1, written=1)
             except Exception as exc:
-                self._fail("remember", exc)
-                self._done(1, errors=1)
+                if len(batch) == 1:
+                    self._fail("remember", exc)
+                    self._done(1, errors=1)
+                    return
+            for _, kw in batch:  # one bad item must not cost the others: retry one by one
+                self._one("remember", lambda kw=kw: self._own_engine().remember(**kw))
 
     def wait(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -162,7 +205,7 @@ class _Writer:
             self.q.put(_STOP, timeout=1.0)
         except queue.Full:
             pass
-        self.thread.join(timeout=1.0 if drained else 0.1)
+        self.thread.join(timeout=5.0 if drained else 0.1)
         atexit.unregister(self._atexit)
         return drained
 
@@ -193,7 +236,9 @@ class BackgroundMixin:
             return self._writer
 
     def _submit(self, fn, what: str) -> bool:
-        """Run `fn()` on the writer thread after what is already queued (used by auto-rotation)."""
+        """Run `fn()` on the writer thread after what is already queued.
+
+        `fn` runs beside the caller's thread: it may use SQLite (self.store) but not the indexes."""
         if getattr(self, "_closed", True):
             return False
         return self._background().put((what, fn), self.fire_put_timeout)
@@ -202,12 +247,14 @@ class BackgroundMixin:
         """Queue `remember(content, **kw)` on the background writer and return at once.
 
         Never raises: problems (closed or read-only engine, bad arguments, a failing embedder) are
-        logged on the "ipy_memory" logger. Returns True if queued. `flush()` waits for the writes."""
+        logged on the "ipy_memory" logger. Returns True if queued. `flush()` waits for the writes,
+        after which this engine's next call sees them."""
         try:
             self._check_fire(kw)
             if not isinstance(content, str) or not content.strip():
                 raise InvalidArgument("fire(content): content must be a non-empty str")
             kw = copy.deepcopy(kw)       # the caller may mutate its metadata dict after we return
+            kw.setdefault("project", self.project)   # the project current when fired
         except Exception as exc:
             log.warning("ipy_memory: fire() ignored: %s", exc)
             return False
@@ -220,11 +267,11 @@ class BackgroundMixin:
             if not isinstance(messages, list):
                 raise InvalidArgument("fire_exchange(messages): pass a list of {'role', 'content'} dicts")
             messages, kw = copy.deepcopy(messages), copy.deepcopy(kw)
+            kw.setdefault("project", self.project)
         except Exception as exc:
             log.warning("ipy_memory: fire_exchange() ignored: %s", exc)
             return False
-        return self._background().put(("exchange", lambda: self.remember_exchange(session_id, messages, **kw)),
-                                      self.fire_put_timeout)
+        return self._background().put(("exchange", (session_id, messages, kw)), self.fire_put_timeout)
 
     def _check_fire(self, kw: dict) -> None:
         if getattr(self, "_closed", True):

@@ -361,7 +361,8 @@ class AutoRecall:
     def capture(self, messages: list, *, session_id: str, background: bool = False, **kw):
         """Store the exchange (minus recall messages) with engine.remember_exchange; secrets are redacted.
 
-        Returns the RememberResult (True/False when background=True), or None when capture is off,
+        Returns the RememberResult (True/False when queued: background=True, or while a timed-out
+        recall is still running), or None when capture is off,
         there was nothing worth storing, or the store failed (logged; see stats()["compat"])."""
         _check_messages(messages)
         session_id = v.text(session_id, "session_id", max_chars=256)
@@ -370,7 +371,9 @@ class AutoRecall:
             return None
         # never store recalled memory again; role-less items (tool calls) are not conversation text
         own = [m for m in messages if "role" in m and not is_recall_message(m)]
-        if background:
+        if background or (self._inflight is not None and self._inflight.is_alive()):
+            # an abandoned recall may still be reading the engine's indexes: the background
+            # writer has its own, so writing through it cannot race that recall
             return self.engine.fire_exchange(session_id, own, **kw)
         try:
             result = self.engine.remember_exchange(session_id, own, **kw)

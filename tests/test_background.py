@@ -49,8 +49,7 @@ def test_fire_returns_at_once_and_flush_waits(mem):
 def test_writer_exception_is_logged_never_raised(mem, monkeypatch, caplog):
     def boom(*a, **k):
         raise EmbeddingError("embedding server returned HTTP 503")
-    monkeypatch.setattr(mem, "remember_many", boom)
-    monkeypatch.setattr(mem, "remember", boom)
+    monkeypatch.setattr(mem.embedder, "embed", boom)
     with caplog.at_level(logging.ERROR, logger="ipy_memory"):
         assert mem.fire("this write will fail") is True
         assert mem.flush(5)
@@ -63,8 +62,7 @@ def test_writer_exception_is_logged_never_raised(mem, monkeypatch, caplog):
 
 
 def test_unexpected_exception_logs_traceback(mem, monkeypatch, caplog):
-    monkeypatch.setattr(mem, "remember_many", lambda items: 1 / 0)
-    monkeypatch.setattr(mem, "remember", lambda **kw: 1 / 0)
+    monkeypatch.setattr(mem.embedder, "embed", lambda texts: 1 / 0)
     with caplog.at_level(logging.ERROR, logger="ipy_memory"):
         mem.fire("x y z")
         mem.flush(5)
@@ -149,3 +147,23 @@ def test_an_engine_dropped_without_close_stops_its_writer(tmp_path):
     gc.collect()
     writer.thread.join(5)
     assert not writer.thread.is_alive()
+
+
+def test_background_writes_never_race_recalls_on_the_callers_thread(mem):
+    mem.remember_many([f"seed memory {i} about topic{i % 20} and alpha{i}" for i in range(300)])
+    for i in range(400):
+        assert mem.fire(f"fired memory {i} about topic{i % 20} and beta{i}")
+        mem.recall(f"topic{i % 20} beta{max(i - 3, 0)}")     # would hit BufferError on a shared index
+    assert mem.flush(30) and mem.background_stats()["errors"] == 0
+    mem.recall("anything")                                    # applies the writer's changes
+    assert len(mem.shards.get("project:proj").lex) == mem.store.query("SELECT count(*) FROM nodes")[0][0] == 700
+    assert mem.recall("beta399").hits[0].text.startswith("fired memory 399")
+
+
+def test_fire_follows_the_engines_project_and_embedder(mem):
+    mem.fire("note for the first project")
+    mem.project = "other"
+    mem.fire("note for the other project")
+    mem.flush(5)
+    assert {m.project for m in mem.list_memories(scope="project", project="proj")} == {"proj"}
+    assert [m.content for m in mem.list_memories(scope="project", project="other")] == ["note for the other project"]
