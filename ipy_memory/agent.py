@@ -221,13 +221,13 @@ class AutoRecall:
             last = self._s.queries.get((session_id, norm))
             if last is not None and now - last < self.cooldown_s:
                 return self._skip(out, "cooldown")
-            _remember(self._s.queries, (session_id, norm), now)
         if len(query) > 2000:            # pasted code or logs: the start and end carry the question
             query = query[:1000] + "\n" + query[-1000:]
         hits = self._recall(query)
-        if hits is None:
+        if hits is None:                 # the same question may try again next turn
             return self._skip(out, "recall failed")
         with self._lock:
+            _remember(self._s.queries, (session_id, norm), now)
             fresh = [h for h in hits if now - self._s.hits.get((session_id, h.id), -1e300) >= self.cooldown_s]
             if not fresh:
                 return self._skip(out, "no hits" if not hits else "cooldown")

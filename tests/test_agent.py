@@ -209,7 +209,7 @@ def test_timeout_proceeds_without_memory_then_recovers(mem, clock):
     slow.release.set()
     slow.delay = 0
     auto._inflight.join(5)
-    assert len(auto.inject([user("nightly refresh of sales")], session_id="c", turn_id=3)) == 2
+    assert len(auto.inject(q, session_id="c", turn_id=3)) == 2              # a failed try is no cooldown
     assert auto.stats()["compat"] == {"auto_recall": "on", "reason": None, "capture": "on", "capture_reason": None}
 
 
