@@ -83,19 +83,24 @@ def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
 class MemoryMagics(Magics):
     """Long-term memory magics: %remember, %%store, %recall, %memories, %memstats, %forget."""
 
-    data_dir = Unicode("", help="Data dir of the store ('' = IPY_MEMORY_DATA_DIR or the platform's data dir).").tag(config=True)
-    scope = Enum(SCOPES, "project", help="Scope of new memories; %recall searches it plus project and global.").tag(config=True)
+    data_dir = Unicode("", help="Data dir ('' = IPY_MEMORY_DATA_DIR, else the platform's data dir).").tag(config=True)
+    scope = Enum(SCOPES, "project", help="Scope of new memories; %recall searches it plus project and global."
+                 ).tag(config=True)
     project = Unicode("", help="Project name ('' = from the git remote or the working directory).").tag(config=True)
     limit = Int(10, min=1, max=50, help="Default number of %recall hits.").tag(config=True)
-    max_tokens = Int(None, allow_none=True, min=1, max=100_000, help="Default token budget of %recall (None = no budget).").tag(config=True)
+    max_tokens = Int(None, allow_none=True, min=1, max=100_000,
+                     help="Default token budget of %recall (None = no budget).").tag(config=True)
     display = Enum(("auto", "widget", "html", "text"), "auto", help=(
         "How results show: auto = HTML + Markdown + text (static, survives export); widget = live ipywidgets where "
         "a kernel runs, else html; html = HTML + text; text = plain text only.")).tag(config=True)
     autopandas = Bool(False, help="%memories returns a pandas DataFrame.").tag(config=True)
-    dedup_threshold = Float(0.92, min=0.0, max=1.0, help="Similarity above which a new memory counts as a duplicate.").tag(config=True)
-    embedder = Unicode("", help="Embedder preset ('' = the store's, else IPY_MEMORY_EMBED_PRESET, else 'hash').").tag(config=True)
+    dedup_threshold = Float(0.92, min=0.0, max=1.0,
+                            help="Similarity above which a new memory counts as a duplicate.").tag(config=True)
+    embedder = Unicode("", help="Embedder preset ('' = the store's, else IPY_MEMORY_EMBED_PRESET, else 'hash')."
+                       ).tag(config=True)
     locale = Unicode("en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
-    shadow_builtins = Bool(True, help="%recall is ours (IPython's stays reachable as %rep); False: only %memrecall.").tag(config=True)
+    shadow_builtins = Bool(True, help="%recall is ours (IPython's stays reachable as %rep); False: only %memrecall."
+                           ).tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
         self._engine: MemoryEngine | None = None
@@ -246,7 +251,8 @@ class MemoryMagics(Magics):
             action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
             if action is None:
                 if re.match(r"^--?[A-Za-z]", tok):
-                    raise UsageError(f"unknown option {tok!r}; see %{func.__name__}? (put -- before text starting with '-')")
+                    raise UsageError(f"unknown option {tok!r}; see %{func.__name__}? "
+                                     "(put -- before text that starts with '-')")
                 break   # '-5 degrees', '- a bullet': text
             opts.append(tok)
             rest = rest[m.end():].strip()
