@@ -220,14 +220,14 @@ class MemoryMagics(Magics):
     def _pretty_remember(self, obj, p, cycle) -> None:
         p.text(obj.summary())
 
-    def _announce(self, result, invocation: str):
+    def _announce(self, result, invocation: str, summary: str | None = None):
         """Print the one-line summary, unless the result is about to be shown as the cell's output."""
         raw = getattr(self._cell, "raw_cell", None) or ""
         last = raw.strip().splitlines()[-1].strip() if raw.strip() else ""
         shown = (raw.lstrip().startswith("%%") if invocation.startswith("%%")
                  else last.split() == invocation.split())
         if not shown or last.endswith(";"):
-            print(result.summary())
+            print(summary if summary is not None else result.summary())
         return result
 
     def _pre_run_cell(self, info) -> None:
@@ -456,28 +456,39 @@ class MemoryMagics(Magics):
             r = self._call("memory_forget", {"id": id_}, "%forget ID [ID ...]")
             print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")
 
-    def _lifecycle(self, method: str):
+    def _lifecycle(self, method: str, line: str):
         try:
             result = tools.maintenance(method)(self.engine, {}, None)
         except IpyMemoryError as exc:
             raise UsageError(f"{type(exc).__name__}: {exc}") from None
-        print(result.text)
-        return result.value
+        return self._announce(result.value, f"%mem{method} {line}", result.text)
 
     @line_magic
     def memdream(self, line: str = ""):
-        """Consolidate memory now (merge near-duplicates, link related notes): engine.dream()."""
-        return self._lifecycle("dream")
+        """Consolidate memory now (drop duplicate sections, link related notes): engine.dream().
+
+            %memdream
+        Prints one line and returns the engine's report (a dict).
+        """
+        return self._lifecycle("dream", line)
 
     @line_magic
     def memrotate(self, line: str = ""):
-        """Move memories between tiers by age and use, drop expired ones: engine.rotate()."""
-        return self._lifecycle("rotate")
+        """Move memories unused for long one tier colder (hot -> warm -> cold): engine.rotate().
+
+            %memrotate
+        Prints one line and returns the engine's report (a dict).
+        """
+        return self._lifecycle("rotate", line)
 
     @line_magic
     def memcompact(self, line: str = ""):
-        """Reclaim space in the database and indexes: engine.compact()."""
-        return self._lifecycle("compact")
+        """Purge expired memories and reclaim space in the database and indexes: engine.compact().
+
+            %memcompact
+        Prints one line and returns the engine's report (a dict).
+        """
+        return self._lifecycle("compact", line)
 
 
 def load_ipython_extension(ip) -> None:
