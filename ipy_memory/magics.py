@@ -117,8 +117,8 @@ class MemoryMagics(Magics):
     def engine(self) -> MemoryEngine:
         """The kernel's MemoryEngine, opened on first use and reopened when its settings change."""
         key = (self.data_dir, self.project, self.embedder, self.dedup_threshold, self.locale)
-        if self._engine is not None and self._engine_key != key:
-            self.close_engine()
+        if self._engine is not None and (self._engine_key != key or getattr(self._engine, "_closed", False)):
+            self.close_engine()   # settings changed, or someone closed it: open a fresh one
         if self._engine is None:
             try:
                 settings = Settings().with_(dedup_threshold=self.dedup_threshold, locale=self.locale)

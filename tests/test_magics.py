@@ -256,6 +256,11 @@ def test_config_from_file_and_percent_config(tmp_path, monkeypatch):
         InteractiveShell.clear_instance()
 
 
+def test_engine_reopens_after_close(ip):
+    current_engine(ip).close()
+    assert isinstance(ip.run_line_magic("recall", "anything"), RecallResult)
+
+
 def test_bad_store_is_a_usage_error(ip, tmp_path):
     (tmp_path / "file").write_text("not a dir")
     ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'file')!r}")
