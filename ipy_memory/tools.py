@@ -26,7 +26,7 @@ from .errors import InvalidArgument, IpyMemoryError
 from .models import Stats
 
 __all__ = ["Param", "ToolSpec", "ToolResult", "TOOLS", "FORMATS", "register", "available_tools", "export_tools",
-           "call_tool", "tool_calls", "run_tool_calls"]
+           "call_tool", "tool_calls", "run_tool_calls", "maintenance"]
 
 FORMATS = ("openai", "openai-responses", "anthropic", "mcp")
 NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
