@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _validate as v
 from .embeddings import Embedder, get_embedder
+from ._locking import locked
 from .errors import InvalidArgument
 from .store import decode_vecs, encode_vec
 
@@ -86,6 +87,7 @@ class EmbeddingMixin:
                 cache.popitem(last=False)
         return vec
 
+    @locked
     def reembed(self, embedder: Embedder | str, *, batch_size: int = 256, progress: bool = True) -> dict:
         """Re-embed every node with `embedder` and switch the store to it (resumable, atomic swap)."""
         self._check_open()

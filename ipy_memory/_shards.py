@@ -1,15 +1,21 @@
-"""Per-space derived indexes (lexical + vector), loaded lazily from SQLite and kept in sync.
+"""Per-space derived indexes (lexical + vector), loaded lazily and kept in sync with SQLite.
 
 Each engine reads the change log after the last seq it applied, so a memory stored by another
-kernel is searchable on this kernel's next call. Graphs of large spaces are saved beside the
-database and reconciled with SQLite on load (missing keys added, vanished keys removed), so a
-missing, stale or damaged index file only costs a rebuild, never a failed open.
+kernel is searchable on this kernel's next call; applying a change twice is harmless (adds skip
+known keys, removes skip unknown ones), which keeps loading and syncing simple.
+
+On close, large spaces are snapshotted beside the database (lexical postings as `.lex.npz`, HNSW
+graphs as `.usearch`), tagged with the store id and the change-log seq they reflect. A snapshot is
+only a cache: a missing, stale, damaged or foreign one is ignored and the space is rebuilt from
+SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
+the default hashing embedder only duplicate checks need them, not recall.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -19,18 +25,30 @@ from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_vecs
 from .vectors import VectorShard
 
-
-class Shard:
-    def __init__(self, space: str, dim: int, settings: Settings, graph: bool):
-        self.space = space
-        self.lex = LexicalShard(settings)
-        self.vec = VectorShard(dim, settings, graph=graph)
-        self.dirty = False
+SNAPSHOT_MIN_NODES = 2000      # smaller spaces load from SQLite in a few milliseconds
 
 
 def node_row(r) -> NodeRow:
     return NodeRow(key=r[0], document_id=r[1], ord=r[2], doc_nodes=r[3], title=r[5], body=r[6],
                    session=r[10] or "", created_at=r[11], importance=r[12], expires_at=r[13])
+
+
+class Shard:
+    def __init__(self, owner: "Shards", space: str, lex: LexicalShard):
+        self.owner, self.space, self.lex = owner, space, lex
+        self._vec: VectorShard | None = None
+        self.lex_dirty = self.vec_dirty = False
+
+    @property
+    def vec(self) -> VectorShard:
+        if self._vec is None:
+            self._vec, built = self.owner._load_vectors(self.space)
+            self.vec_dirty = self.vec_dirty or built
+        return self._vec
+
+    @property
+    def vec_loaded(self) -> bool:
+        return self._vec is not None
 
 
 class Shards:
@@ -39,9 +57,22 @@ class Shards:
         self.loaded: dict[str, Shard] = {}
         self.seq = store.max_seq()
         self._version = store.data_version()
+        self.store_id = store.get_meta("store_id") or ""
+
+    def _file(self, space: str, suffix: str) -> Path:
+        return self.dir / (hashlib.sha1(space.encode()).hexdigest()[:20] + suffix)
 
     def graph_path(self, space: str) -> Path:
-        return self.dir / (hashlib.sha1(space.encode()).hexdigest()[:20] + ".usearch")
+        return self._file(space, ".usearch")
+
+    def snapshot_path(self, space: str) -> Path:
+        return self._file(space, ".lex.npz")
+
+    def drop(self, space: str) -> None:
+        """Forget a space's in-memory indexes and its snapshot files (they are rebuilt on next use)."""
+        self.loaded.pop(space, None)
+        self.graph_path(space).unlink(missing_ok=True)
+        self.snapshot_path(space).unlink(missing_ok=True)
 
     def get(self, space: str) -> Shard:
         shard = self.loaded.get(space)
@@ -49,77 +80,140 @@ class Shards:
             shard = self.loaded[space] = self._load(space)
         return shard
 
+    # ------------------------------------------------------------------------------ loading
+    def _rows(self, where: str, params) -> list[NodeRow]:
+        return [node_row(r) for r in self.store.query(NODE_SELECT + f" WHERE {where} ORDER BY d.rowid, n.ord", params)]
+
     def _load(self, space: str) -> Shard:
-        shard = Shard(space, self.dim, self.s, self.graph)
-        with self.store.read() as db:
-            rows = db.execute(NODE_SELECT + " WHERE d.space = ? ORDER BY d.rowid, n.ord", (space,)).fetchall()
-            vec_rows = db.execute("SELECT v.node_key, v.vec FROM vectors v JOIN nodes n ON n.key = v.node_key "
-                                  "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,)).fetchall()
-        shard.lex.add([node_row(r) for r in rows])
-        shard.vec.add([k for k, _ in vec_rows], decode_vecs([b for _, b in vec_rows], self.dim))
-        graph_file = self.graph_path(space)
-        if shard.vec.graph_allowed and len(shard.vec) >= self.s.exact_threshold:
-            if not (graph_file.exists() and shard.vec.adopt_graph(graph_file)):
-                shard.vec.build_graph()
-                shard.dirty = True
+        lex = self._load_snapshot(space)
+        fresh = lex is None
+        if fresh:
+            lex = LexicalShard(self.s)
+            lex.add(self._rows("d.space = ?", (space,)))
+        shard = Shard(self, space, lex)
+        shard.lex_dirty = fresh          # worth a snapshot at close if the space is large
         return shard
 
+    def _load_snapshot(self, space: str) -> LexicalShard | None:
+        path = self._file(space, ".lex.npz")
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                seq, store_id = int(data["seq"]), str(data["store_id"])
+                if store_id != self.store_id or seq > self.store.max_seq():
+                    return None                       # another store's file, or a restored older database
+                floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
+                if floor is not None and floor > seq + 1 and seq < self.store.max_seq():
+                    return None                       # the change log no longer reaches back to it
+                lex = LexicalShard.from_snapshot(data, self.s)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+            return None                               # damaged: rebuild from SQLite
+        if lex is None:
+            return None
+        changes = self.store.query("SELECT op, node_key FROM changes WHERE seq > ? AND space = ? ORDER BY seq",
+                                   (seq, space))
+        for op, key in changes:
+            if op == "del":
+                lex.remove(key)
+        adds = [k for op, k in changes if op == "add"]
+        for i in range(0, len(adds), 5000):
+            chunk = adds[i:i + 5000]
+            lex.add(self._rows(f"n.key IN ({','.join('?' * len(chunk))})", chunk))
+        expiry = [k for op, k in changes if op == "expiry"]
+        self._apply_expiry(lex, expiry)
+        return lex
+
+    def _load_vectors(self, space: str) -> tuple[VectorShard, bool]:
+        vec = VectorShard(self.dim, self.s, graph=self.graph)
+        rows = self.store.query("SELECT v.node_key, v.vec FROM vectors v JOIN nodes n ON n.key = v.node_key "
+                                "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
+        vec.add([k for k, _ in rows], decode_vecs([b for _, b in rows], self.dim))
+        if vec.graph_allowed and len(vec) >= self.s.exact_threshold:
+            graph_file = self._file(space, ".usearch")
+            if not (graph_file.exists() and vec.adopt_graph(graph_file)):
+                vec.build_graph()
+                return vec, True
+        return vec, False
+
+    # ------------------------------------------------------------------------------ syncing
     def sync(self, force: bool = False) -> None:
         """Apply changes other engines (or this one) committed since the last sync."""
         version = self.store.data_version()
         if not force and version == self._version:
             return
         self._version = version
+        floor = self.store.get_meta("changes_floor")
+        if floor is not None and int(floor) > self.seq + 1:
+            # compaction trimmed changes this engine never applied: reload what it holds
+            self.loaded.clear()
+            self.seq = self.store.max_seq()
+            return
         changes = self.store.query("SELECT seq, op, node_key, space FROM changes WHERE seq > ? ORDER BY seq", (self.seq,))
         if not changes:
             return
         self.seq = changes[-1][0]
         adds: dict[str, list[int]] = {}
+        expiry: dict[str, list[int]] = {}
         for _, op, key, space in changes:
             shard = self.loaded.get(space)
             if shard is None:
                 continue
             if op == "del":
                 shard.lex.remove(key)
-                shard.vec.remove(key)
-                shard.dirty = True
+                if shard.vec_loaded:
+                    shard.vec.remove(key)
+                shard.lex_dirty = shard.vec_dirty = True
             elif op == "add":
                 adds.setdefault(space, []).append(key)
             elif op == "expiry":
-                adds.setdefault(space, []).append(-key)
+                expiry.setdefault(space, []).append(key)
         for space, keys in adds.items():
             self._apply_adds(self.loaded[space], keys)
+        for space, keys in expiry.items():
+            self._apply_expiry(self.loaded[space].lex, keys)
 
     def _apply_adds(self, shard: Shard, keys: list[int]) -> None:
-        expiry = [-k for k in keys if k < 0]
-        keys = [k for k in keys if k > 0]
         for i in range(0, len(keys), 5000):
             chunk = keys[i:i + 5000]
             marks = ",".join("?" * len(chunk))
-            with self.store.read() as db:
-                rows = db.execute(NODE_SELECT + f" WHERE n.key IN ({marks}) ORDER BY d.rowid, n.ord", chunk).fetchall()
-                vec_rows = db.execute(f"SELECT node_key, vec FROM vectors WHERE node_key IN ({marks})", chunk).fetchall()
-            shard.lex.add([node_row(r) for r in rows])
-            shard.vec.add([k for k, _ in vec_rows], decode_vecs([b for _, b in vec_rows], self.dim))
-            shard.dirty = True
-        if expiry:
-            marks = ",".join("?" * len(expiry))
+            shard.lex.add(self._rows(f"n.key IN ({marks})", chunk))
+            if shard.vec_loaded:
+                vec_rows = self.store.query(f"SELECT node_key, vec FROM vectors WHERE node_key IN ({marks})", chunk)
+                shard.vec.add([k for k, _ in vec_rows], decode_vecs([b for _, b in vec_rows], self.dim))
+            shard.lex_dirty = shard.vec_dirty = True
+
+    def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:
+        for i in range(0, len(keys), 5000):
+            chunk = keys[i:i + 5000]
             for key, exp in self.store.query(
                     f"SELECT n.key, d.expires_at FROM nodes n JOIN documents d ON d.id = n.document_id "
-                    f"WHERE n.key IN ({marks})", expiry):
-                shard.lex.set_expiry(key, exp)
+                    f"WHERE n.key IN ({','.join('?' * len(chunk))})", chunk):
+                lex.set_expiry(key, exp)
 
+    # ------------------------------------------------------------------------------ saving
     def save(self) -> None:
-        """Persist the graphs of large spaces (exact spaces are cheap to reload from SQLite)."""
+        """Snapshot large spaces so the next open skips re-tokenising and graph building."""
         if self.store.read_only:
             return
-        self.dir.mkdir(mode=0o700, exist_ok=True)
         for space, shard in self.loaded.items():
-            if shard.dirty and shard.vec.save_graph(self.graph_path(space)):
-                shard.dirty = False
-        manifest = {s: self.graph_path(s).name for s, sh in self.loaded.items() if sh.vec.graph is not None}
-        if manifest:
-            (self.dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+            if shard.lex_dirty and len(shard.lex) >= SNAPSHOT_MIN_NODES:
+                self._save_snapshot(space, shard)
+                shard.lex_dirty = False
+            if shard.vec_loaded and shard.vec_dirty:
+                self.dir.mkdir(mode=0o700, exist_ok=True)
+                if shard.vec.save_graph(self._file(space, ".usearch")):
+                    shard.vec_dirty = False
+
+    def _save_snapshot(self, space: str, shard: Shard) -> None:
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+        path = self._file(space, ".lex.npz")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+        with open(tmp, "wb") as f:
+            np.savez(f, seq=np.array(self.seq), store_id=np.array(self.store_id), **shard.lex.snapshot())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return {s: {"lexical": len(sh.lex), "vectors": len(sh.vec)} for s, sh in self.loaded.items()}
+        return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec)} if sh.vec_loaded else {})}
+                for s, sh in self.loaded.items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -15,12 +16,13 @@ from . import _validate as v
 from . import block as _block
 from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
+from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._recall import Candidate, rank
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
-from .embeddings import Embedder, get_embedder
+from .embeddings import Embedder, get_embedder, installed_local_preset
 from .embeddings import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
@@ -50,6 +52,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             raise InvalidArgument(f"data_dir must be a path (str or pathlib.Path), not {type(data_dir).__name__}")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidArgument("settings must be an ipy_memory.Settings (e.g. Settings().with_(dedup_threshold=0.9))")
+        self._lock = threading.RLock()
         self.settings = settings or Settings()
         self.clock = clock or time.time
         self.read_only = v.flag(read_only, "read_only")
@@ -110,6 +113,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @locked
     def close(self) -> None:
         if getattr(self, "_closed", True):
             return
@@ -166,6 +170,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
                 raise InvalidArgument(f"item {i}: {exc}") from None
         return self._write(preps) if preps else []
 
+    @locked
     def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",
                           project: str | None = None, importance: float = 0.6, ttl: float | None = None,
                           metadata: dict | None = None) -> RememberResult:
@@ -180,6 +185,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         prep.space = self._space(prep.scope, prep.project)
         return prep
 
+    @locked
     def _write(self, preps: list[Prepared]) -> list[RememberResult]:
         self._check_open()
         if self.read_only:
@@ -286,6 +292,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         return best
 
     # ------------------------------------------------------------------------------ forgetting
+    @locked
     def forget(self, id: str) -> dict:
         """Remove a memory ('m-…') or one of its sections ('m-…#n') everywhere. Unknown id -> NotFound."""
         self._check_open()
@@ -322,6 +329,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
                    (content, content_hash(content), self.clock(), doc_id))
 
+    @locked
     def purge_expired(self) -> int:
         """Delete memories whose TTL has passed; returns how many documents were removed."""
         self._check_open()
@@ -339,6 +347,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             self._next_purge = now + 3600
             self.purge_expired()
 
+    @locked
     def backup(self, path: str | os.PathLike) -> dict:
         """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
         self._check_open()
@@ -364,6 +373,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         return {"path": str(target), "bytes": target.stat().st_size}
 
     # ------------------------------------------------------------------------------ reading
+    @locked
     def recall(self, query: str, *, scope: str = "project+global", project: str | None = None,
                session: str | None = None, limit: int | None = None, max_tokens: int | None = None,
                path: str | None = None, min_score: float | None = None) -> RecallResult:
@@ -424,6 +434,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         marks = ",".join("?" * len(keys))
         return {r[0]: r for r in self.store.query(NODE_SELECT + f" WHERE n.key IN ({marks})", keys)}
 
+    @locked
     def get(self, id: str) -> Memory:
         """One memory by id ('m-…'); NotFound if absent or expired."""
         doc_id, _ = v.memory_id(id)
@@ -433,6 +444,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             raise NotFound(f"no memory {id!r}")
         return _memory(rows[0])
 
+    @locked
     def list_memories(self, *, project: str | None = None, scope: str | None = None, limit: int = 50,
                       offset: int = 0) -> MemoryList:
         """A page of memories, newest first; `scope` as in recall (default: session+project+global)."""
@@ -450,6 +462,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
                                 "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?", (*params, limit, offset))
         return MemoryList([_memory(r) for r in rows], total=total, offset=offset)
 
+    @locked
     def stats(self) -> Stats:
         """Counts, sizes, embedder and per-tier / per-space breakdown."""
         self._check_open()
@@ -457,9 +470,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         files = [self.store.path, Path(str(self.store.path) + "-wal")]
         index_dir = self.data_dir / "index"
         files += list(index_dir.glob("*")) if index_dir.exists() else []
-        tiers = {t: {"documents": d, "nodes": n, "bytes": b} for t, d, n, b in q(
-            "SELECT tier, count(DISTINCT d.id), count(n.key), COALESCE(sum(length(COALESCE(n.body, d.content))), 0) "
-            "FROM documents d LEFT JOIN nodes n ON n.document_id = d.id GROUP BY tier")}
+        tier_report = self.tier_stats()
         spaces = {s: {"documents": d, "nodes": n} for s, d, n in q(
             "SELECT space, count(DISTINCT d.id), count(n.key) FROM documents d LEFT JOIN nodes n "
             "ON n.document_id = d.id GROUP BY space")}
@@ -467,6 +478,10 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             "db_path": str(self.store.path),
             "data_dir": str(self.data_dir),
             "embedder": self.embedder.name,
+            "embedder_preset": self.store.get_meta("embedder_preset"),
+            # the local-model extra is never switched on behind the user's back (a store records its
+            # model); say when it is there to choose
+            "local_preset_installed": installed_local_preset(),
             "dim": self.embedder.dim,
             "project": self.project,
             "session": self.session,
@@ -474,11 +489,12 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             "nodes": q("SELECT count(*) FROM nodes")[0][0],
             "vectors": q("SELECT count(*) FROM vectors")[0][0],
             "expired": q("SELECT count(*) FROM documents WHERE expires_at <= ?", (self.clock(),))[0][0],
-            "pending": 0,
+            "pending": self.background_stats()["pending"],
             "redactions": int(self.store.get_meta("redactions") or 0),
             "size_bytes": sum(f.stat().st_size for f in files if f.exists()),
             "read_only": self.read_only,
-            "tiers": tiers,
+            "tiers": tier_report["tiers"],
+            "last_rotation": tier_report["last_rotation"],
             "spaces": spaces,
             "indexes": self.shards.counts(),
         })

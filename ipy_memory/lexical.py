@@ -16,8 +16,8 @@ one after another in the same session (within `sequence_window` seconds) are nei
 
 from __future__ import annotations
 
+import json
 import math
-from array import array
 from collections import Counter
 from dataclasses import dataclass
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _text
 from ._columns import Column
+from ._postings import Postings
 from .config import Settings
 
 
@@ -60,9 +61,9 @@ class LexicalShard:
         self.importance = Column(np.float32)
         self.expires = Column(np.float64, fill=np.inf)
         self.slot_of: dict[int, int] = {}
-        self.post: dict[int, tuple[array, array]] = {}
-        self.title_post: dict[int, array] = {}
-        self.doc_post: dict[int, tuple[array, array]] = {}
+        self.post = Postings()           # body terms of each node
+        self.title_post = Postings()     # heading / speaker terms of each node
+        self.doc_post = Postings()       # body terms of each multi-section document
         self.doc_len = Column(np.float32)
         self.doc_multi = Column(np.bool_, fill=False)
         self.doc_live = Column(np.int32)               # live nodes per document slot
@@ -75,6 +76,46 @@ class LexicalShard:
 
     def __len__(self) -> int:
         return self.n_alive
+
+    # ----------------------------------------------------------------------------------- snapshots
+    _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
+                "doc_len", "doc_multi", "doc_live")
+    _POSTINGS = ("post", "title_post", "doc_post")
+    VERSION = 1     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        out = {c: getattr(self, c).view for c in self._COLUMNS}
+        for name in self._POSTINGS:
+            out.update({f"{name}.{k}": v for k, v in getattr(self, name).arrays().items()})
+        ids = [""] * self.doc_len.size            # index = document slot; "" for retired slots
+        for doc_id, ds in self.doc_slot_of.items():
+            ids[ds] = doc_id
+        out["doc_ids"] = np.array(ids, dtype=str)
+        out["state"] = np.array(json.dumps({
+            "version": self.VERSION, "sequence_window": self.s.sequence_window, "n_alive": self.n_alive,
+            "total_len": self.total_len, "n_docs": self.n_docs, "total_doc_len": self.total_doc_len,
+            "thread_last": self._thread_last}))
+        return out
+
+    @classmethod
+    def from_snapshot(cls, data, settings: Settings) -> "LexicalShard | None":
+        """A shard from `snapshot()` arrays, or None if the snapshot was made differently."""
+        state = json.loads(str(data["state"]))
+        if state.get("version") != cls.VERSION or state.get("sequence_window") != settings.sequence_window:
+            return None
+        shard = cls(settings)
+        for c in cls._COLUMNS:
+            getattr(shard, c).extend(data[c])
+        for name in cls._POSTINGS:
+            setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs"))))
+        alive = shard.alive.view
+        shard.slot_of = {int(k): i for i, k in enumerate(shard.keys.view.tolist()) if alive[i]}
+        live_docs = shard.doc_live.view > 0
+        shard.doc_slot_of = {d: i for i, d in enumerate(data["doc_ids"].tolist()) if d and live_docs[i]}
+        shard.n_alive, shard.total_len = state["n_alive"], state["total_len"]
+        shard.n_docs, shard.total_doc_len = state["n_docs"], state["total_doc_len"]
+        shard._thread_last = {k: tuple(v) for k, v in state["thread_last"].items()}
+        return shard
 
     # ----------------------------------------------------------------------------------- writes
     def add(self, rows: list[NodeRow]) -> None:
@@ -101,14 +142,10 @@ class LexicalShard:
             ts = _text.terms(r.body)
             tf = Counter(_text.term_hash(t) for t in ts)
             for h, c in tf.items():
-                p = self.post.get(h)
-                if p is None:
-                    p = self.post[h] = (array("i"), array("f"))
-                p[0].append(slot)
-                p[1].append(c)
+                self.post.append(h, slot, c)
             # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02)
             for h in {_text.term_hash(t) for t in _text.terms(f"{r.title} {speaker}")}:
-                self.title_post.setdefault(h, array("i")).append(slot)
+                self.title_post.append(h, slot, 1.0)
             if r.doc_nodes > 1:
                 doc_terms.setdefault(ds, Counter()).update(tf)
             lengths.append(len(ts))
@@ -140,11 +177,7 @@ class LexicalShard:
                 nx[link] = slot
         for ds, tf in doc_terms.items():
             for h, c in tf.items():
-                p = self.doc_post.get(h)
-                if p is None:
-                    p = self.doc_post[h] = (array("i"), array("f"))
-                p[0].append(ds)
-                p[1].append(c)
+                self.doc_post.append(h, ds, c)
             dl = sum(tf.values())
             self.doc_len.view[ds] += dl
             self.total_doc_len += dl
@@ -186,14 +219,12 @@ class LexicalShard:
             p = postings.get(h)
             if p is None:
                 continue
-            slots = np.frombuffer(p[0], np.int32)
-            tf = np.frombuffer(p[1], np.float32)
+            slots, tf = p
             df = len(slots)
             idf = math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
             idf_total += idf
             norm = k1 * (1 - b + b * lengths[slots] / max(avg, 1e-9))
             out[slots] += idf * tf * (k1 + 1) / (tf + norm)
-            del slots, tf  # release the buffer views so the arrays may grow again
         return out, idf_total
 
     def _context_columns(self, qterms: Counter, prev: np.ndarray, nxt: np.ndarray, dead: np.ndarray, size: int):
@@ -213,8 +244,8 @@ class LexicalShard:
                     post = self.post.get(h)
                     if post is None:
                         continue
-                    slots = np.frombuffer(post[0], np.int32)
-                    tf = np.frombuffer(post[1], np.float32) * ~dead[slots]
+                    slots = post[0]
+                    tf = post[1] * ~dead[slots]
                     df = len(slots)
                     idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
                     # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]
@@ -226,7 +257,6 @@ class LexicalShard:
                     out[uniq] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * clen[uniq] / max(avg, 1e-9)))
                     tfc[n[slots]] = 0
                     tfc[p[slots]] = 0
-                    del slots, tf
             p, n = prev[p], nxt[n]
         return out
 
@@ -257,9 +287,7 @@ class LexicalShard:
             score[:size] += self.s.parent_weight * dscore[self.doc.view]
         score = score[:size]
         if self.s.title_weight or self.s.title_match_weight:
-            tscore, t_idf = self._bm25({h: (p, array("f", [1.0]) * len(p)) for h, p in
-                                    ((h, self.title_post.get(h)) for h in qterms) if p is not None},
-                                   qterms, self.n_alive, np.ones(size, np.float32), 1.0, size)
+            tscore, t_idf = self._bm25(self.title_post, qterms, self.n_alive, np.ones(size, np.float32), 1.0, size)
             score += self.s.title_match_weight * tscore[:size]
             score *= 1 + self.s.title_weight * (tscore[:size] > 0)   # the query names this heading/speaker
         if self.s.cue_weight and qcues:

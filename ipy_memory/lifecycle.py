@@ -19,6 +19,7 @@ from . import _validate as v
 from .config import DAY
 from .errors import InvalidArgument, ReadOnlyError
 from .store import decode_vecs
+from ._locking import locked
 
 log = logging.getLogger("ipy_memory")
 
@@ -104,6 +105,7 @@ class LifecycleMixin:
             return None
 
     # ------------------------------------------------------------------------------ access tracking
+    @locked
     def _on_recall(self, hits) -> None:
         """A recall hit is an access: one UPDATE bumps accessed_at / access_count and warms the tier.
 
@@ -131,6 +133,7 @@ class LifecycleMixin:
                 db.execute(f"PRAGMA busy_timeout = {int(old)}")
 
     # ------------------------------------------------------------------------------ tiers
+    @locked
     def rotate(self, limit_per_hop: int | None = None, reason: str = "manual") -> dict:
         """Move documents unused for longer than their tier's age limit one tier colder (hot -> warm -> cold).
 
@@ -189,6 +192,7 @@ class LifecycleMixin:
             return None
         return self.rotate(policy.limit_per_hop, reason="auto")
 
+    @locked
     def tier_stats(self) -> dict:
         """Per tier: documents, nodes, text bytes, vector bytes and vector precision (all f16 today)."""
         self._check_open()
@@ -205,6 +209,7 @@ class LifecycleMixin:
         return {"tiers": out, "last_rotation": last.get("at") if last else None}
 
     # ------------------------------------------------------------------------------ consolidation
+    @locked
     def dream(self, scope: str = "project+global", *, project: str | None = None, threshold: float | None = None,
               neighbors: int | None = None) -> dict:
         """Consolidate: drop exact duplicate nodes within each space and rebuild 'similar' edges.
@@ -286,6 +291,7 @@ class LifecycleMixin:
                            "VALUES (?, ?, 'similar', ?, ?)", edges)
         return len(edges)
 
+    @locked
     def related(self, id: str, *, limit: int = 10) -> list[dict]:
         """Nodes linked to section `id` ('m-…#n', or 'm-…' for its first section) by dream()'s edges."""
         self._check_open()
@@ -301,6 +307,7 @@ class LifecycleMixin:
         return [{"id": f"{d}#{o}", "document_id": d, "title": t, "weight": w} for d, o, t, w in rows]
 
     # ------------------------------------------------------------------------------ compaction
+    @locked
     def compact(self, *, vacuum: bool = True) -> dict:
         """Purge expired memories, rebuild indexes that hold tombstones, then VACUUM the database.
 
@@ -336,13 +343,12 @@ class LifecycleMixin:
             if not dead:
                 continue
             removed += dead
-            if shard.vec.graph is not None:       # the saved graph holds the same tombstones
-                self.shards.graph_path(space).unlink(missing_ok=True)
-            del self.shards.loaded[space]
-            self.shards.get(space).dirty = True
-        live = {self.shards.graph_path(s[0]).name for s in self.store.query("SELECT DISTINCT space FROM documents")}
+            self.shards.drop(space)               # saved files hold the same tombstones
+            self.shards.get(space).lex_dirty = True
+        spaces = [s[0] for s in self.store.query("SELECT DISTINCT space FROM documents")]
+        live = {self.shards.graph_path(s).name for s in spaces} | {self.shards.snapshot_path(s).name for s in spaces}
         if self.shards.dir.exists():
-            for f in self.shards.dir.glob("*.usearch"):
+            for f in [*self.shards.dir.glob("*.usearch"), *self.shards.dir.glob("*.lex.npz")]:
                 if f.name not in live:
                     f.unlink(missing_ok=True)
         self.shards.save()

@@ -129,6 +129,8 @@ class Store:
                 raise StorageError(f"{self.path} was written by a newer ipy_memory (schema {version}); upgrade ipy-memory")
             if version < SCHEMA_VERSION:  # future migrations go here, one step per version
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # identifies this database to the index snapshots beside it (a restored backup is another store)
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(8))))")
 
     # ------------------------------------------------------------------------------ transactions
     @contextmanager
