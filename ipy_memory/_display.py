@@ -262,7 +262,7 @@ def table_html(table) -> str:
 
 
 # ------------------------------------------------------------------------------ stats
-_SUMMARY_KEYS = ("documents", "nodes", "size_bytes", "embedder", "dim", "tiers", "spaces", "indexes")
+_SUMMARY_ONLY = ("size_bytes", "embedder", "dim")   # shown (formatted) in the summary line only
 
 
 def stats_summary(stats) -> str:
@@ -276,8 +276,9 @@ def stats_summary(stats) -> str:
 
 
 def stats_details(stats) -> list[tuple[str, str]]:
-    """The scalar entries not in the summary line, in the engine's order."""
-    return [(k, one_line(v)) for k, v in stats.items() if k not in _SUMMARY_KEYS and not isinstance(v, (dict, list))]
+    """The scalar entries under their own names, in the engine's order (None shows as '—')."""
+    return [(k, "—" if v is None else one_line(v)) for k, v in stats.items()
+            if k not in _SUMMARY_ONLY and not isinstance(v, (dict, list))]
 
 
 def tier_rows(stats) -> tuple[list[str], list[list[str]]]:

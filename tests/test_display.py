@@ -99,6 +99,7 @@ def test_stats_reprs_have_summary_tier_and_space_tables():
     assert re.search(r"^project:demo\s+2\s+4\s+4\s+4$", text, re.M)
     assert "session:x" not in text                       # an empty loaded index is not a space
     assert "data_dir: /tmp/x" in text and "future_key" not in text
+    assert "  documents: 3" in text and "embedder: hash" not in text    # raw counts listed; embedder only on top
     md = STATS._repr_markdown_()
     assert "| tier | memories | sections | text size |" in md and "| hot | 2 | 4 | 2.0 kB |" in md
     page = STATS._repr_html_()
@@ -107,7 +108,7 @@ def test_stats_reprs_have_summary_tier_and_space_tables():
 
 def test_stats_without_tables():
     s = Stats({"documents": 0, "nodes": 0})
-    assert repr(s) == "ipy_memory · 0 memories · 0 sections"
+    assert repr(s) == "ipy_memory · 0 memories · 0 sections\n  documents: 0\n  nodes: 0"
     assert "<table" not in s._repr_html_()
 
 
