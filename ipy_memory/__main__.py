@@ -12,7 +12,6 @@ import shutil
 import sys
 import tempfile
 from importlib import resources
-from pathlib import Path
 
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError

@@ -42,7 +42,7 @@ def content_hash(text: str) -> str:
 
 
 def is_cjk(token: str) -> bool:
-    return bool(_CJK_RUN.match(token))
+    return token[0] >= "\u3040" and bool(_CJK_RUN.match(token))   # cheap test first: most text is not CJK
 
 
 def _cjk_grams(run: str) -> list[str]:
@@ -55,9 +55,11 @@ def words(text: str) -> list[str]:
     """Lower-cased words without stop-words; CJK runs split into character bigrams. Not stemmed."""
     out: list[str] = []
     for tok in _TOKEN.findall(text.lower()):
-        if is_cjk(tok):
+        if tok in STOP_WORDS:
+            continue
+        if tok[0] >= "\u3040" and _CJK_RUN.match(tok):
             out.extend(_cjk_grams(tok))
-        elif tok not in STOP_WORDS and (len(tok) > 1 or tok.isdigit()):
+        elif len(tok) > 1 or tok.isdigit():
             out.append(tok)
     return out
 

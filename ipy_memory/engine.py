@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-import numpy as np
+from typing import Callable, Iterable
 
 from . import _validate as v
 from . import block as _block
@@ -18,6 +15,7 @@ from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
+from ._writer import BatchWriter
 from ._recall import Candidate, rank
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
@@ -26,15 +24,10 @@ from .embeddings import Embedder, get_embedder, installed_local_preset
 from .embeddings import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
-from .store import NODE_SELECT, Store, encode_vec
+from .store import NODE_SELECT, Store
 
-_DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
-             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
-             "expires_at, tier, metadata")
-
-
-def _memory(row) -> Memory:
-    return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
+from ._writer import DOC_COLS as _DOC_COLS
+from ._writer import memory_row as _memory
 
 
 class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
@@ -203,93 +196,12 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
             if not p.force:
                 self.shards.get(p.space)
-        results: list[RememberResult] = []
         with self.store.write() as db:
-            seen: dict[tuple[str, str], RememberResult] = {}
-            for p in preps:
-                results.append(self._write_one(db, p, now, seen))
+            results = BatchWriter(self, db, now).write(preps)
             self._flush_embed_cache(db)
         self.shards.sync(force=True)
         self._maybe_purge(now)
         return results
-
-    def _write_one(self, db, p: Prepared, now: float, seen: dict) -> RememberResult:
-        ttl = p.ttl if p.ttl is not None else self.settings.ttl_for(p.scope)
-        expires = None if ttl is None else now + ttl
-        base = dict(node_count=len(p.nodes), space=p.space, scope=p.scope, expires_at=expires)
-        if p.replace is None and (p.space, p.hash) in seen:
-            prior = seen[(p.space, p.hash)]
-            return RememberResult(id=prior.id, document_id=prior.id, deduped=True, **base)
-        if p.replace is None:
-            row = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE space = ? AND content_hash = ? AND "
-                             "(expires_at IS NULL OR expires_at > ?) LIMIT 1", (p.space, p.hash, now)).fetchone()
-            if row:
-                return RememberResult(id=row[0], document_id=row[0], deduped=True, existing=_memory(row), **base)
-            if not p.force:
-                dup = self._semantic_duplicate(db, p, now)
-                if dup:
-                    return RememberResult(id=dup[0].id, document_id=dup[0].id, duplicate=True, existing=dup[0],
-                                          similarity=dup[1], **base)
-        doc_id = p.replace or "m-" + secrets.token_hex(8)
-        meta = json.dumps(p.metadata, ensure_ascii=False) if p.metadata is not None else None
-        if p.replace is not None:
-            old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                             "WHERE d.id = ?", (doc_id,)).fetchall()
-            if not db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone():
-                raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", old)
-            db.execute("DELETE FROM nodes WHERE document_id = ?", (doc_id,))
-            db.execute("UPDATE documents SET space=?, scope=?, project=?, session=?, kind=?, title=?, content=?, "
-                       "content_hash=?, importance=?, metadata=?, updated_at=?, accessed_at=?, expires_at=? WHERE id=?",
-                       (p.space, p.scope, p.project_name(self.project), self.session, p.kind, p.title, p.content,
-                        p.hash, p.importance, meta, now, now, expires, doc_id))
-        else:
-            db.execute("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
-                       "importance, metadata, created_at, updated_at, accessed_at, expires_at) "
-                       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       (doc_id, p.space, p.scope, p.project_name(self.project), self.session, p.kind, p.title,
-                        p.content, p.hash, p.importance, meta, now, now, now, expires))
-        for node, vec in zip(p.nodes, p.vectors):
-            cur = db.execute("INSERT INTO nodes (document_id, ord, parent_ord, depth, path, title, body, metadata, "
-                             "content_hash) VALUES (?,?,?,?,?,?,?,?,?)",
-                             (doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,
-                              node.stored_body, node.metadata_json, node.hash))
-            db.execute("INSERT INTO vectors VALUES (?, ?)", (cur.lastrowid, encode_vec(vec)))
-            db.execute("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", (cur.lastrowid, p.space))
-        if p.redactions:
-            db.execute("INSERT INTO meta VALUES ('redactions', ?) ON CONFLICT(key) DO UPDATE SET "
-                       "value = CAST(value AS INTEGER) + excluded.value", (p.redactions,))
-        result = RememberResult(id=doc_id, document_id=doc_id, **base)
-        seen[(p.space, p.hash)] = result
-        return result
-
-    def _semantic_duplicate(self, db, p: Prepared, now: float) -> tuple[Memory, float] | None:
-        shard = self.shards.get(p.space)
-        if not len(shard.vec):
-            return None
-        docvec = p.vectors.sum(axis=0)
-        norm = float(np.linalg.norm(docvec))
-        if norm == 0:
-            return None
-        docvec /= norm
-        keys, sims = shard.vec.search(docvec, 5)
-        keys = [int(k) for k, s in zip(keys, sims) if s >= self.settings.dedup_threshold * 0.9]
-        if not keys:
-            return None
-        marks = ",".join("?" * len(keys))
-        docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", keys)]
-        best = None
-        for doc_id in docs:
-            nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
-            other = shard.vec.get(nkeys).sum(axis=0)
-            n = float(np.linalg.norm(other))
-            sim = float(other @ docvec / n) if n else 0.0
-            if sim >= self.settings.dedup_threshold and (best is None or sim > best[1]):
-                row = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
-                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
-                if row:
-                    best = (_memory(row), sim)
-        return best
 
     # ------------------------------------------------------------------------------ forgetting
     @locked

@@ -236,6 +236,7 @@ class LexicalShard:
         live = ~dead[:size]
         p, n = prev, nxt
         tfc = np.zeros(size + 1, np.float32)
+        seen = np.zeros(size + 1, bool)
         for w in self.s.neighbor_weights:
             if w:
                 clen = length[p[:size]] + length[n[:size]]
@@ -248,15 +249,19 @@ class LexicalShard:
                     tf = post[1] * ~dead[slots]
                     df = len(slots)
                     idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
-                    # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]
-                    tfc[n[slots]] += tf          # next_d / prev_d are one-to-one, so no index repeats
-                    tfc[p[slots]] += tf          # (except the sentinel `size`, which is dropped)
-                    uniq = np.unique(np.concatenate([n[slots], p[slots]]))
-                    uniq = uniq[uniq < size]
-                    t = tfc[uniq]
-                    out[uniq] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * clen[uniq] / max(avg, 1e-9)))
-                    tfc[n[slots]] = 0
-                    tfc[p[slots]] = 0
+                    # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
+                    # both maps are one-to-one, so each target list is duplicate-free (bar the sentinel)
+                    after, before = n[slots], p[slots]
+                    tfc[after] += tf
+                    tfc[before] += tf
+                    seen[after] = True
+                    targets = np.concatenate([after, before[~seen[before]]])
+                    seen[after] = False
+                    targets = targets[targets < size]
+                    t = tfc[targets]
+                    out[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * clen[targets] / max(avg, 1e-9)))
+                    tfc[after] = 0
+                    tfc[before] = 0
             p, n = prev[p], nxt[n]
         return out
 

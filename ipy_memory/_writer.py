@@ -1,0 +1,149 @@
+"""The write path: one transaction per batch, exact and near-duplicate checks, few executemany calls."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import numpy as np
+
+from ._ingest import Prepared
+from .errors import NotFound
+from .models import Memory, RememberResult
+from .store import encode_vec
+
+DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
+            "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
+            "expires_at, tier, metadata")
+
+
+def memory_row(row) -> Memory:
+    return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
+
+
+def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, float] | None:
+        shard = engine.shards.get(p.space)
+        if not len(shard.vec):
+            return None
+        docvec = p.vectors.sum(axis=0)
+        norm = float(np.linalg.norm(docvec))
+        if norm == 0:
+            return None
+        docvec /= norm
+        keys, sims = shard.vec.search(docvec, 5)
+        keys = [int(k) for k, s in zip(keys, sims) if s >= engine.settings.dedup_threshold * 0.9]
+        if not keys:
+            return None
+        marks = ",".join("?" * len(keys))
+        docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", keys)]
+        best = None
+        for doc_id in docs:
+            nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
+            other = shard.vec.get(nkeys).sum(axis=0)
+            n = float(np.linalg.norm(other))
+            sim = float(other @ docvec / n) if n else 0.0
+            if sim >= engine.settings.dedup_threshold and (best is None or sim > best[1]):
+                row = db.execute(f"SELECT {DOC_COLS} FROM documents WHERE id = ? AND "
+                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
+                if row:
+                    best = (memory_row(row), sim)
+        return best
+
+
+class BatchWriter:
+    """Writes a batch inside one transaction with a few executemany calls (not several per row)."""
+
+    def __init__(self, engine, db, now: float):
+        self.e, self.db, self.now = engine, db, now
+        self.docs, self.nodes, self.vecs, self.changes = [], [], [], []
+        self.next_key = db.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
+                                   "COALESCE((SELECT max(key) FROM nodes), 0)").fetchone()
+        self.next_key = max(self.next_key) + 1
+        self.redactions = 0
+
+    def _existing(self, preps: list[Prepared]) -> dict[tuple[str, str], tuple]:
+        wanted: dict[str, set[str]] = {}
+        for p in preps:
+            if p.replace is None:
+                wanted.setdefault(p.space, set()).add(p.hash)
+        found = {}
+        for space, hashes in wanted.items():
+            hashes = sorted(hashes)
+            for i in range(0, len(hashes), 500):
+                chunk = hashes[i:i + 500]
+                for row in self.db.execute(
+                        f"SELECT {DOC_COLS}, content_hash FROM documents WHERE space = ? AND content_hash IN "
+                        f"({','.join('?' * len(chunk))}) AND (expires_at IS NULL OR expires_at > ?)",
+                        (space, *chunk, self.now)):
+                    found.setdefault((space, row[-1]), row[:-1])
+        return found
+
+    def write(self, preps: list[Prepared]) -> list[RememberResult]:
+        existing, seen, results = self._existing(preps), {}, []
+        for p in preps:
+            ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
+            expires = None if ttl is None else self.now + ttl
+            base = dict(node_count=len(p.nodes), space=p.space, scope=p.scope, expires_at=expires)
+            if p.replace is None:
+                if (p.space, p.hash) in seen:
+                    prior = seen[(p.space, p.hash)]
+                    results.append(RememberResult(id=prior, document_id=prior, deduped=True, **base))
+                    continue
+                row = existing.get((p.space, p.hash))
+                if row:
+                    results.append(RememberResult(id=row[0], document_id=row[0], deduped=True, existing=memory_row(row), **base))
+                    continue
+                dup = None if p.force else semantic_duplicate(self.e, self.db, p, self.now)
+                if dup:
+                    results.append(RememberResult(id=dup[0].id, document_id=dup[0].id, duplicate=True,
+                                                  existing=dup[0], similarity=dup[1], **base))
+                    continue
+            doc_id = p.replace or "m-" + secrets.token_hex(8)
+            self._document(p, doc_id, expires)
+            seen[(p.space, p.hash)] = doc_id
+            results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
+        self.flush()
+        return results
+
+    def _document(self, p: Prepared, doc_id: str, expires: float | None) -> None:
+        meta = json.dumps(p.metadata, ensure_ascii=False) if p.metadata is not None else None
+        row = (p.space, p.scope, p.project_name(self.e.project), self.e.session, p.kind, p.title, p.content,
+               p.hash, p.importance, meta)
+        if p.replace is not None:
+            self.flush()          # the document may have been written earlier in this batch
+            db = self.db
+            if not db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone():
+                raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
+            old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
+                             "WHERE d.id = ?", (doc_id,)).fetchall()
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", old)
+            db.execute("DELETE FROM nodes WHERE document_id = ?", (doc_id,))
+            db.execute("UPDATE documents SET space=?, scope=?, project=?, session=?, kind=?, title=?, content=?, "
+                       "content_hash=?, importance=?, metadata=?, updated_at=?, accessed_at=?, expires_at=? WHERE id=?",
+                       (*row, self.now, self.now, expires, doc_id))
+        else:
+            self.docs.append((doc_id, *row, self.now, self.now, self.now, expires))
+        for node, vec in zip(p.nodes, p.vectors):
+            key = self.next_key
+            self.next_key += 1
+            self.nodes.append((key, doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,
+                               node.stored_body, node.metadata_json, node.hash))
+            self.vecs.append((key, encode_vec(vec)))
+            self.changes.append((key, p.space))
+        self.redactions += p.redactions
+
+    def flush(self) -> None:
+        db = self.db
+        if self.docs:
+            db.executemany("INSERT INTO documents (id, space, scope, project, session, kind, title, content, "
+                           "content_hash, importance, metadata, created_at, updated_at, accessed_at, expires_at) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self.docs)
+        if self.nodes:
+            db.executemany("INSERT INTO nodes (key, document_id, ord, parent_ord, depth, path, title, body, metadata, "
+                           "content_hash) VALUES (?,?,?,?,?,?,?,?,?,?)", self.nodes)
+            db.executemany("INSERT INTO vectors VALUES (?, ?)", self.vecs)
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", self.changes)
+        if self.redactions:
+            db.execute("INSERT INTO meta VALUES ('redactions', ?) ON CONFLICT(key) DO UPDATE SET "
+                       "value = CAST(value AS INTEGER) + excluded.value", (self.redactions,))
+        self.docs, self.nodes, self.vecs, self.changes, self.redactions = [], [], [], [], 0
