@@ -540,7 +540,7 @@ def worker(a) -> dict:
     queries = json.loads((wd / "queries.json").read_text())
     corpus = wd / "corpus.jsonl"
     n, singles = a.size, a.singles
-    out = {"system": cls.name, "size": n, "base_rss_mb": base_rss}
+    out = {"system": cls.name, "size": n, "base_rss_mb": base_rss, "loadavg_start": os.getloadavg()[0]}
     prof = None
     if a.profile:
         import cProfile
@@ -622,6 +622,7 @@ def worker(a) -> dict:
     sysm.close()
     out["close_s"] = now() - t
     out["peak_rss_mb"] = peak_rss_mb()
+    out["loadavg_end"] = os.getloadavg()[0]
     return out
 
 
@@ -812,6 +813,8 @@ def metrics(n: int, r: dict) -> dict:
     m["  growth over baseline, MB"] = r["peak_rss_mb"] - r["base_rss_mb"]
     if "ann_recall10" in r:
         m["vector recall@10 vs exact"] = r["ann_recall10"]
+    if "loadavg_start" in r:
+        m["machine load (1-min avg) at start / end"] = (r["loadavg_start"], r["loadavg_end"])
     return m
 
 
@@ -828,6 +831,11 @@ def table(res: dict) -> str:
     out = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     for row in rows:
         cells = [row.replace("  ", "&nbsp;&nbsp;", 1) if row.startswith("  ") else row]
+        if row.startswith("machine load"):
+            cells += [f"{ms[s][row][0]:.1f} / {ms[s][row][1]:.1f}" if row in ms[s] else "–" for s in names]
+            cells += ["–"] * (len(head) - len(cells))
+            out.append("| " + " | ".join(cells) + " |")
+            continue
         cells += [fmt(ms[s].get(row), 3 if "recall@10" in row else 2) for s in names]
         if "ipy_memory" in names:
             for p in peers:
