@@ -72,8 +72,8 @@ def throughput(preset: str, texts: list[str], singles: list[str]) -> tuple[str, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=2000, help="texts in the batch measurement")
-    ap.add_argument("--single", type=int, default=200, help="texts embedded one by one")
+    ap.add_argument("--n", type=int, default=1000, help="texts in the batch measurement")
+    ap.add_argument("--single", type=int, default=100, help="texts embedded one by one")
     ap.add_argument("--load-runs", type=int, default=3, help="fresh processes timed for the load column")
     ap.add_argument("--presets", nargs="+", default=None, help="default: hash and every installed local preset")
     args = ap.parse_args()
