@@ -50,7 +50,7 @@ WORKER = textwrap.dedent(r'''
         return f"Memory {token(w, i)} from worker {w}: {words}."
 
     eng = MemoryEngine(data_dir, project="shared", session=f"w{w}",
-                       settings=Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50)))
+                       settings=Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3))
     acked, forgotten, errors, not_found = {}, set(), [], 0
     dups, seen_others, recalls = 0, 0, 0
     t0 = time.perf_counter()
@@ -169,7 +169,8 @@ def run_workers(data_dir: Path, out_dir: Path, n: int, exact: int, seed: int, ti
 
 
 def check_run(data_dir: Path, tmp_path: Path, n: int, exact: int, seed: int, timeout: float, check_indexes):
-    settings = Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50))
+    # vector_weight_hash > 0: hash vectors rank recall too, so spaces above `exact` get an HNSW graph
+    settings = Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3)
     # a long-lived kernel: open before the workers start, with both spaces loaded
     long_lived = MemoryEngine(data_dir, project="shared", session="parent", settings=settings)
     try:
