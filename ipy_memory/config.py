@@ -48,7 +48,7 @@ class Settings:
     cue_weight: float = 0.3                            # node holds the kind of answer asked for
     sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
     # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
-    vector_weight_semantic: float = 0.5
+    vector_weight_semantic: float = 0.3
     vector_weight_hash: float = 0.0
     candidates: int = 100
     # priors (mild): importance in [0, 1] around 0.6, recency with a half-life
