@@ -77,8 +77,11 @@ class VectorShard:
         return True
 
     def _compact(self) -> None:
-        live = self.alive.view
-        keys, mat = self.keys.view[live], self.mat.view[live]
+        self._reset(self.alive.view)
+
+    def _reset(self, rows: np.ndarray) -> None:
+        """Keep only `rows` (a mask or an index order) of the matrix, all live, renumbered."""
+        keys, mat = self.keys.view[rows], self.mat.view[rows]
         self.keys, self.mat, self.alive = Column(np.int64), Column(np.float16, width=self.dim), Column(np.bool_, fill=False)
         self.keys.extend(keys)
         self.mat.extend(mat)
@@ -149,13 +152,6 @@ class VectorShard:
                 graph.remove(k)
         # Reorder the matrix: rows in the graph first, then the tail the graph lacks.
         known = np.isin(self.keys.view, in_graph) & self.alive.view
-        order = np.concatenate([np.flatnonzero(known), np.flatnonzero(~known & self.alive.view)])
-        keys, mat = self.keys.view[order], self.mat.view[order]
-        self.keys, self.mat, self.alive = Column(np.int64), Column(np.float16, width=self.dim), Column(np.bool_, fill=False)
-        self.keys.extend(keys)
-        self.mat.extend(mat)
-        self.alive.extend(np.ones(len(keys), bool))
-        self.row_of = {int(k): i for i, k in enumerate(keys.tolist())}
-        self.dead = 0
+        self._reset(np.concatenate([np.flatnonzero(known), np.flatnonzero(~known & self.alive.view)]))
         self.graph, self.graph_rows = graph, int(known.sum())
         return True
