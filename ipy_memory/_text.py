@@ -90,35 +90,25 @@ _TIME = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 
 
-def answer_cues(text: str) -> int:
-    """Bit flags saying which kinds of answer a text contains: 1 number, 2 time, 4 proper name.
-
-    Used as a mild prior when a question asks for that kind ("how many", "when", "where/who")."""
-    flags = 0
-    if _NUMBER.search(text):
-        flags |= 1
-    if _TIME.search(text):
-        flags |= 2
-    if _NAME.search(text):
-        flags |= 4
-    return flags
-
-
 _Q_NUMBER = re.compile(r"\bhow (?:many|much|long|often|old)\b|多少|几", re.I)
 _Q_TIME = re.compile(r"\bwhen\b|\bwhat (?:year|month|day|date|time)\b|\bhow long ago\b|什么时候|何时|哪一?年", re.I)
 _Q_NAME = re.compile(r"\bwho(?:m|se)?\b|\bwhere\b|\bwhich (?:city|country|place|person)\b|谁|哪里|在哪", re.I)
 
 
+def _flags(text: str, patterns) -> int:
+    return sum(bit for bit, pattern in zip((1, 2, 4), patterns) if pattern.search(text))
+
+
+def answer_cues(text: str) -> int:
+    """Bit flags saying which kinds of answer a text contains: 1 number, 2 time, 4 proper name.
+
+    Used as a mild prior when a question asks for that kind ("how many", "when", "where/who")."""
+    return _flags(text, (_NUMBER, _TIME, _NAME))
+
+
 def question_cues(query: str) -> int:
     """Bit flags of the answer kinds a query asks for (same bits as `answer_cues`)."""
-    flags = 0
-    if _Q_NUMBER.search(query):
-        flags |= 1
-    if _Q_TIME.search(query):
-        flags |= 2
-    if _Q_NAME.search(query):
-        flags |= 4
-    return flags
+    return _flags(query, (_Q_NUMBER, _Q_TIME, _Q_NAME))
 
 
 # "[2023-05-08 13:56] Alice: text", "Alice: text", "[1:56 pm on 8 May, 2023] Bob: text": the usual shape
