@@ -174,12 +174,12 @@ def verify(data_dir: Path, stored: set, forgotten: set, check_indexes, settings=
 
 
 def test_sigkill_while_storing(data_dir, check_indexes):
-    """12 seeded kills at random moments of a remember / remember_many / forget loop."""
+    """10 seeded kills at random moments of a remember / remember_many / forget loop."""
     data_dir.mkdir(parents=True)
     rng = random.Random(20240101)
     stored, forgotten = set(), set()
     info = {}
-    for trial in range(12):
+    for trial in range(10):
         proc = spawn(data_dir, "store", seed=trial)
         lines: list[str] = []
         try:
@@ -202,7 +202,7 @@ def test_sigkill_while_saving_graph(data_dir, check_indexes):
     graph_files = list((data_dir / "index").glob("*.usearch"))
     assert graph_files, "a space above exact_threshold should have saved its graph on close"
     rng = random.Random(7)
-    for trial in range(10):
+    for trial in range(8):
         proc = spawn(data_dir, "save", seed=100 + trial)
         lines: list[str] = []
         try:

@@ -170,14 +170,14 @@ def test_forget_removes_everywhere(check_indexes, ops, exact):
     s = Settings(exact_threshold=exact, vector_weight_hash=0.3, hnsw_tail=4)
     with store(settings=s) as eng:
         live, gone = {}, set()
-        for op, n in ops:
+        for i, (op, n) in enumerate(ops):          # i makes every stored text unique
             if op == "add":
-                r = eng.remember(f"plain memory {n} about k{n}x", force=True)
-                live[r.id] = f"k{n}x"
+                r = eng.remember(f"plain memory {n} about k{i}x", force=True)
+                live[r.id] = f"k{i}x"
             elif op == "add-md":
-                r = eng.remember(f"# Doc {n}\n\nintro k{n}x\n\n## Part\n\npart k{n}y\n\n## Other\n\nother k{n}z",
+                r = eng.remember(f"# Doc {n}\n\nintro k{i}x\n\n## Part\n\npart k{i}y\n\n## Other\n\nother k{i}z",
                                  force=True)
-                live[r.id] = f"k{n}x"
+                live[r.id] = f"k{i}x"
             elif op == "forget" and live:
                 doc = sorted(live)[n % len(live)]
                 assert eng.forget(doc)["removed_nodes"] >= 1
