@@ -14,6 +14,7 @@ the default hashing embedder only duplicate checks need them, not recall.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import zipfile
 from pathlib import Path
@@ -25,7 +26,19 @@ from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_vecs
 from .vectors import VectorShard
 
+log = logging.getLogger("ipy_memory")
+
 SNAPSHOT_MIN_NODES = 2000      # smaller spaces load from SQLite in a few milliseconds
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def node_row(r) -> NodeRow:
@@ -193,9 +206,25 @@ class Shards:
 
     # ------------------------------------------------------------------------------ saving
     def save(self) -> None:
-        """Snapshot large spaces so the next open skips re-tokenising and graph building."""
+        """Snapshot large spaces so the next open skips re-tokenising and graph building.
+
+        The files are only a cache, so failing to write them is logged, never raised."""
         if self.store.read_only:
             return
+        try:
+            self._save()
+        except OSError as exc:
+            log.warning("ipy_memory: could not save index snapshots in %s: %s", self.dir, exc)
+
+    def _save(self) -> None:
+        if self.dir.is_dir():
+            for stale in self.dir.glob(".*.tmp*"):     # left by a process killed while saving
+                try:
+                    pid = int(stale.name.rsplit(".tmp", 1)[0].rsplit(".", 1)[1])
+                except (IndexError, ValueError):
+                    pid = None
+                if pid is None or not _alive(pid):
+                    stale.unlink(missing_ok=True)
         for space, shard in self.loaded.items():
             if shard.lex_dirty and len(shard.lex) >= SNAPSHOT_MIN_NODES:
                 self._save_snapshot(space, shard)

@@ -276,6 +276,9 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             dst = sqlite3.connect(tmp)
             with self.store.lock:
                 self.store.db.backup(dst)
+            # A restored backup is a different store: index snapshots of the live one must not match it.
+            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
+            dst.commit()
             dst.close()
             os.chmod(tmp, 0o600)
             os.replace(tmp, target)

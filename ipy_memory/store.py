@@ -99,10 +99,18 @@ class Store:
             else:
                 self.db.execute("SELECT count(*) FROM documents").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise StorageError(
-                f"cannot open {self.path}: {exc}. If the file is damaged, restore a backup made with "
-                f"`python -m ipy_memory backup`, or move it aside to start afresh (sqlite3's .recover "
-                f"command can salvage rows from a damaged file).") from exc
+            raise self._error("cannot open", exc) from exc
+
+    def _error(self, doing: str, exc: sqlite3.Error) -> StorageError:
+        """A StorageError naming the file; damaged files also get the way to recover."""
+        text = f"{doing} {self.path}: {exc}"
+        code = getattr(exc, "sqlite_errorcode", None)
+        damaged = (code in (11, 26) or doing == "cannot open"
+                   or any(w in str(exc).lower() for w in ("malformed", "not a database", "corrupt")))
+        if damaged:
+            text += (". If the file is damaged: restore a backup made with `python -m ipy_memory backup`, or move "
+                     "it aside to start afresh (sqlite3's .recover command can salvage rows from it)")
+        return StorageError(text)
 
     def _prepare_dir(self) -> None:
         if self.dir.exists() and not self.dir.is_dir():
@@ -140,19 +148,28 @@ class Store:
         with self.lock:
             try:
                 self.db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise StorageError(f"cannot write to {self.path}: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                raise self._error("cannot write to", exc) from exc
             try:
                 yield self.db
+            except sqlite3.DatabaseError as exc:
+                self._rollback()
+                raise self._error("writing to", exc) from exc
             except BaseException:
-                self.db.execute("ROLLBACK")
+                self._rollback()
                 raise
             else:
                 try:
                     self.db.execute("COMMIT")
                 except sqlite3.DatabaseError as exc:
-                    self.db.execute("ROLLBACK")
-                    raise StorageError(f"cannot commit to {self.path}: {exc}") from exc
+                    self._rollback()
+                    raise self._error("cannot commit to", exc) from exc
+
+    def _rollback(self) -> None:
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass   # the transaction is already gone (SQLite rolls back on some errors by itself)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -172,7 +189,7 @@ class Store:
             try:
                 return self.db.execute(sql, params).fetchall()
             except sqlite3.DatabaseError as exc:
-                raise StorageError(f"reading {self.path} failed: {exc}") from exc
+                raise self._error("reading", exc) from exc
 
     # ------------------------------------------------------------------------------ metadata
     def get_meta(self, key: str) -> str | None:

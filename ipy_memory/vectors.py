@@ -31,6 +31,7 @@ class VectorShard:
         self.dead = 0
         self.graph: Index | None = None
         self.graph_rows = 0        # rows [0, graph_rows) of the matrix are in the graph
+        self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
 
     def __len__(self) -> int:
         return len(self.row_of)
@@ -61,8 +62,21 @@ class VectorShard:
         rows = np.arange(self.graph_rows, self.keys.size)
         rows = rows[self.alive.view[rows]]
         if len(rows):
-            self.graph.add(self.keys.view[rows], self.mat.view[rows], threads=os.cpu_count() or 1)
+            # one thread: a multi-threaded add strands a few nodes that search never reaches
+            # (usearch issue #735, measured here: 1-7 of 3,000 per build on 2 cores)
+            self.graph.add(self.keys.view[rows], self.mat.view[rows], threads=1)
+            self._find_orphans(rows)
         self.graph_rows = self.keys.size
+
+    def _find_orphans(self, rows: np.ndarray) -> None:
+        """HNSW prunes links among near-identical vectors, and a node can end up with no way in:
+        self-search the new rows and scan the unreachable ones exactly from now on."""
+        if not len(rows) or not len(self.graph):
+            return
+        found = np.asarray(self.graph.search(self.mat.view[rows], 10, threads=1).keys).reshape(len(rows), -1)
+        keys = self.keys.view[rows]
+        missed = ~(found == keys[:, None]).any(axis=1)
+        self.orphans.update(int(k) for k in keys[missed])
 
     def remove(self, key: int) -> bool:
         row = self.row_of.pop(int(key), None)
@@ -70,6 +84,7 @@ class VectorShard:
             return False
         self.alive.view[row] = False
         self.dead += 1
+        self.orphans.discard(int(key))
         if self.graph is not None and row < self.graph_rows:
             self.graph.remove(int(key))
         if self.graph is None and self.dead > max(1024, self.keys.size // 4):
@@ -115,12 +130,18 @@ class VectorShard:
         if not len(self) or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         rows, sims = self._exact(q, self.graph_rows if self.graph is not None else 0, k)
+        if self.orphans:
+            orows = np.array([self.row_of[x] for x in self.orphans], np.int64)
+            rows = np.concatenate([rows, orows])
+            sims = np.concatenate([sims, self.mat.view[orows].astype(np.float32) @ q])
         if self.graph is not None and len(self.graph):
             m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))
             grows = np.array([self.row_of.get(int(x), -1) for x in np.asarray(m.keys).reshape(-1)], np.int64)
             grows = grows[grows >= 0]
             rows = np.concatenate([rows, grows])
             sims = np.concatenate([sims, self.mat.view[grows].astype(np.float32) @ q])   # exact rescoring
+        rows = np.unique(rows) if self.orphans else rows     # an orphan may also come back from the graph
+        sims = self.mat.view[rows].astype(np.float32) @ q if self.orphans else sims
         keys = self.keys.view[rows]
         order = np.lexsort((keys, -np.round(sims, 5)))[:k]      # ties broken by key: same answer every time
         return keys[order], sims[order].astype(np.float32)
@@ -133,6 +154,11 @@ class VectorShard:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         self.graph.save(str(tmp))
         os.chmod(tmp, 0o600)
+        orphans = path.with_name(path.name + ".orphans.npy")
+        tmp_orphans = orphans.with_name(f".{orphans.name}.{os.getpid()}.tmp")
+        with open(tmp_orphans, "wb") as f:
+            np.save(f, np.array(sorted(self.orphans), np.int64))
+        os.replace(tmp_orphans, orphans)    # first: a newer list beside an older graph only adds exact scans
         os.replace(tmp, path)
         return True
 
@@ -146,12 +172,28 @@ class VectorShard:
             in_graph = np.asarray(graph.keys, np.int64)
         except Exception:  # a damaged index file is only a cache: rebuild from SQLite
             return False
-        live = set(self.row_of)
-        for k in in_graph.tolist():
-            if k not in live:
-                graph.remove(k)
+        # Keep only keys that are live here AND whose vector in the graph is the one SQLite holds:
+        # a graph saved by another store, or before a backup was restored, must not be trusted.
+        rows = np.array([self.row_of.get(k, -1) for k in in_graph.tolist()], np.int64)
+        good = rows >= 0
+        if good.any():
+            stored = np.asarray(graph.get(in_graph[good]), np.float32).reshape(-1, self.dim)
+            same = np.abs(stored - self.mat.view[rows[good]].astype(np.float32)).max(axis=1) <= 1e-3
+            good[np.flatnonzero(good)[~same]] = False
+        for k in in_graph[~good].tolist():
+            graph.remove(k)
+        in_graph = in_graph[good]
         # Reorder the matrix: rows in the graph first, then the tail the graph lacks.
         known = np.isin(self.keys.view, in_graph) & self.alive.view
         self._reset(np.concatenate([np.flatnonzero(known), np.flatnonzero(~known & self.alive.view)]))
+        try:
+            orphans = np.load(path.with_name(path.name + ".orphans.npy"), allow_pickle=False)
+        except Exception:  # missing or damaged: recomputed below
+            orphans = None
+        if orphans is None or not good.all():   # unknown, or removals may have cut paths: search again
+            self.graph = graph
+            self._find_orphans(np.arange(int(known.sum())))
+        else:
+            self.orphans = {int(k) for k in orphans.tolist() if int(k) in self.row_of}
         self.graph, self.graph_rows = graph, int(known.sum())
         return True

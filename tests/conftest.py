@@ -68,11 +68,9 @@ def db_counts():
 
 
 # usearch's multi-threaded Index.add() can leave a few nodes that are stored but unreachable by search
-# (unum-cloud/USearch#735); VectorShard.build_graph adds with threads=os.cpu_count(). Until the engine
-# adds single-threaded (or repairs), graph-backed shards may miss this share of self-searches; exact
-# shards must find every key. test_corrupt.py::test_graph_is_built_without_concurrent_inserts tracks
-# the bug (xfail strict): when it starts passing, set this to 0.
-GRAPH_MISS_TOLERANCE = 0.05
+# (unum-cloud/USearch#735); VectorShard.build_graph therefore adds single-threaded, and every key
+# must be found (test_corrupt.py::test_graph_is_built_without_concurrent_inserts).
+GRAPH_MISS_TOLERANCE = 0.0
 
 
 def index_problems(eng, *, probe: bool = True, load: bool = True,

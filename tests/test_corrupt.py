@@ -107,13 +107,7 @@ DAMAGE = {
     "other-dimension": lambda p, foreign: other_dim_graph(p),                 # .usearch only
     "other-format": lambda p, foreign: np.savez(open(p, "wb"), seq=np.array(1)),  # .lex.npz only
 }
-FOREIGN_GRAPH_BUG = pytest.mark.xfail(strict=True, reason=(
-    "engine bug: VectorShard.adopt_graph trusts any .usearch file of the right dimension: a graph saved by "
-    "another store (or before a backup was restored, whose keys new writes then reuse) is kept for every key "
-    "that is live in SQLite, with the other store's vectors, so search misses those keys. The .lex.npz "
-    "snapshot checks store_id and seq; the graph should too (or compare graph.get(keys) with the SQLite "
-    "vectors on adoption and re-add the keys that differ)"))
-CASES = [pytest.param(suffix, kind, marks=[FOREIGN_GRAPH_BUG] if (suffix, kind) == (".usearch", "foreign-store") else [])
+CASES = [pytest.param(suffix, kind, marks=[])
          for suffix in (".usearch", ".lex.npz") for kind in DAMAGE
          if not (kind == "other-dimension" and suffix != ".usearch") and not (kind == "other-format" and suffix == ".usearch")]
 
@@ -171,9 +165,6 @@ def test_stale_index_files_are_reconciled(base, tmp_path, check_indexes):
             assert eng.get(r.id).id == r.id
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: when <data_dir>/index is a file, Shards.save() raises a raw "
-                   "FileExistsError from close() (not StorageError, and close should not fail over a cache); "
-                   "save() should catch OSError and log/skip")
 def test_index_path_is_a_file(base, tmp_path):
     base_dir, before = base
     d = copy(base_dir, tmp_path)
@@ -207,11 +198,6 @@ def test_graph_file_of_other_dimension_store(tmp_path, check_indexes):
         assert not check_indexes(eng)
 
 
-@pytest.mark.xfail(strict=True, reason="usearch bug (unum-cloud/USearch#735, fix pending in #772): a multi-threaded "
-                   "Index.add() strands nodes that search() never reaches (measured here: 1-7 of 3,000 hash "
-                   "vectors per build on 2 cores, 0 single-threaded); VectorShard.build_graph adds with "
-                   "threads=os.cpu_count(). Fix: threads=1, or re-add the keys a self-search misses after a "
-                   "parallel add (then rewrite this test). When fixed, set conftest.GRAPH_MISS_TOLERANCE to 0")
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="threads=os.cpu_count() is 1 here: no concurrent inserts")
 def test_graph_is_built_without_concurrent_inserts(monkeypatch):
     """The race is timing-dependent (rarely visible on a loaded machine), so check the cause: every
@@ -317,20 +303,12 @@ def test_damaged_pages_never_lose_data_silently(page_damage):
     assert not silent, silent
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: a sqlite3.DatabaseError raised inside `with store.write()` "
-                   "(e.g. remember() when the documents_space_hash index or sqlite_sequence page is damaged) "
-                   "escapes raw instead of as StorageError; Store.write should wrap sqlite3.DatabaseError from "
-                   "the body like BEGIN/COMMIT")
 def test_damaged_pages_raise_only_storage_error(page_damage):
     bad = [f"{name}: after {steps}: {type(e).__module__}.{type(e).__name__}: {e}"
            for name, steps, e, why, d in page_damage if e is not None and not isinstance(e, StorageError)]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: StorageError raised by Store.query for a damaged database "
-                   "('reading … failed: database disk image is malformed') does not say how to recover (the "
-                   "open-time message does: restore a backup / move aside / .recover); reuse that hint for "
-                   "SQLITE_CORRUPT / SQLITE_NOTADB errors in Store.query and Store.write")
 def test_damaged_pages_errors_say_how_to_recover(page_damage):
     bad = []
     for name, steps, e, why, d in page_damage:
@@ -428,7 +406,6 @@ def test_restored_backup_serves_the_backup(base, tmp_path, check_indexes):
         assert not check_indexes(eng, probe=False)
 
 
-@FOREIGN_GRAPH_BUG
 def test_restored_backup_beside_newer_index_files(base, tmp_path, check_indexes):
     """Restore an older backup into a data dir whose index files were saved later, with keys the backup
     never had and which new writes then reuse for other texts: the store must serve the new texts."""

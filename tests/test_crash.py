@@ -263,9 +263,6 @@ def test_sigkill_during_maintenance(op, data_dir, tmp_path, check_indexes, heavy
         assert finished < trials, f"{op} always finished before the kill: the kills never hit it"
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: VectorShard.save_graph's '.<name>.<pid>.tmp' files left by a "
-                   "kill are never removed (one graph-sized file leaked per crash); Shards.save should unlink "
-                   "stale '.*.tmp' files in the index dir")
 def test_stray_graph_temp_files_are_cleaned_up(data_dir):
     """A kill during save leaves `.<name>.<pid>.tmp` behind; the next save should remove such files."""
     with MemoryEngine(data_dir, project="p", settings=SETTINGS) as eng:
