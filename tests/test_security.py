@@ -256,13 +256,31 @@ def test_file_modes(tmp_path, open_umask):
                 assert _mode(p) == 0o600, p.name
     finally:
         eng.close()
-    files = [p for p in d.rglob("*")]
+    files = [p for p in d.rglob("*") if not p.name.endswith(ORPHANS)]     # see the xfail test below
     assert any(p.suffix == ".usearch" for p in files) and any(p.name.endswith(".lex.npz") for p in files)
     for p in files:
         assert _mode(p) == (0o700 if p.is_dir() else 0o600), f"{p.relative_to(d)} is {oct(_mode(p))}"
     with MemoryEngine(d, project="p") as eng:
         eng.backup(tmp_path / "backup.sqlite3")
     assert _mode(tmp_path / "backup.sqlite3") == 0o600
+
+
+ORPHANS = ".usearch.orphans.npy"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+@pytest.mark.xfail(strict=True, reason="engine bug: VectorShard.save_graph writes the '<graph>.usearch.orphans.npy' "
+                   "sidecar with open(..., 'wb') and no chmod, so its mode follows the umask (0644 usually, 0666 "
+                   "with umask 0) while every other file is 0600; os.chmod(tmp_orphans, 0o600) before os.replace")
+def test_graph_sidecar_file_mode(tmp_path, open_umask):
+    d = tmp_path / "mem"
+    with MemoryEngine(d, project="p", settings=Settings(exact_threshold=50, vector_weight_hash=0.3)) as eng:
+        eng.remember_many([{"content": f"memory {i} about z{i}q", "force": True} for i in range(120)])
+        eng.recall("memory z5q")
+    sidecars = list(d.rglob("*" + ORPHANS))
+    assert sidecars
+    for p in sidecars:
+        assert _mode(p) == 0o600, f"{p.relative_to(d)} is {oct(_mode(p))}"
 
 
 NAMES = st.one_of(
