@@ -56,6 +56,27 @@ class Prepared:
         return (self.project or default) if self.scope == "project" else None
 
 
+class _Redactor:
+    """Redacts every user-supplied string of one memory (text, title, names, metadata) and counts."""
+
+    def __init__(self, on: bool):
+        self.on, self.count = on, 0
+
+    def text(self, value):
+        if not self.on or not isinstance(value, str):
+            return value
+        value, n = redact(value)
+        self.count += n
+        return value
+
+    def meta(self, value):
+        if isinstance(value, dict):
+            return {self.text(k): self.meta(x) for k, x in value.items()}
+        if isinstance(value, list):
+            return [self.meta(x) for x in value]
+        return self.text(value)
+
+
 def _common(scope, project, importance, ttl, metadata):
     return (v.scope(scope), v.name(project, "project") if project is not None else None,
             v.number(importance, "importance", 0.0, 1.0), v.ttl(ttl), v.metadata(metadata))
@@ -68,13 +89,13 @@ def prepare(item: dict, settings: Settings) -> Prepared:
     if "content" not in item:
         raise InvalidArgument("missing 'content': the text to remember")
     content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
-    redactions = 0
-    if settings.redact == "all":
-        content, redactions = redact(content)
     title = v.optional_text(item.get("title"), "title")
     scope, project, importance, ttl, metadata = _common(item.get("scope", "project"), item.get("project"),
                                                          item.get("importance", 0.6), item.get("ttl"),
                                                          item.get("metadata"))
+    r = _Redactor(settings.redact == "all")
+    content, title, metadata = r.text(content), r.text(title), r.meta(metadata)
+    redactions = r.count
     force = v.flag(item.get("force", False), "force")
     replace = item.get("replace")
     if replace is not None:
@@ -120,19 +141,18 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
     scope, project, importance, ttl, metadata = _common(scope, project, importance, ttl, metadata)
-    nodes, lines, redactions = [], [], 0
+    r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
+    session_id, metadata = r.text(session_id), r.meta(metadata)
+    nodes, lines = [], []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
-        text = _message_text(msg, i).strip()
-        if settings.redact in ("exchanges", "all"):
-            text, n = redact(text)
-            redactions += n
+        text = r.text(_message_text(msg, i).strip())
         if not text or text.lower().strip(" .!") in _TRIVIAL:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
-        speaker = v.optional_text(msg.get("name"), f"message {i} name", max_chars=200) or str(msg["role"])
-        node_meta = v.metadata(msg.get("metadata"))
+        speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200) or str(msg["role"]))
+        node_meta = r.meta(v.metadata(msg.get("metadata")))
         nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=f"{session_id}/{speaker}",
                                   title=speaker, body=text, stored_body=text,
                                   metadata_json=json.dumps(node_meta, ensure_ascii=False) if node_meta else None,
@@ -145,4 +165,4 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
         raise InvalidArgument(f"the exchange has {len(content):,} characters; the limit is {settings.max_content_chars:,}")
     return Prepared(content=content, title=session_id, scope=scope, project=project, importance=importance, ttl=ttl,
                     force=True, replace=None, metadata=metadata, kind="exchange", nodes=nodes,
-                    hash=content_hash(session_id + "\n" + content), redactions=redactions)
+                    hash=content_hash(session_id + "\n" + content), redactions=r.count)

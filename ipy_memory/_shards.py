@@ -65,8 +65,10 @@ class Shard:
 
 
 class Shards:
-    def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path, *, graph: bool = True):
+    def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path, *, graph: bool = True,
+                 hot_tier=lambda: "hot"):
         self.store, self.dim, self.s, self.dir, self.graph = store, dim, settings, index_dir, graph
+        self.hot_tier = hot_tier         # documents in any other tier keep int8 vectors in memory
         self.loaded: dict[str, Shard] = {}
         self.seq = store.max_seq()
         self._version = store.data_version()
@@ -137,12 +139,24 @@ class Shards:
         self._apply_expiry(lex, expiry)
         return lex
 
+    def fetch_vectors(self, keys) -> np.ndarray:
+        """Exact vectors from SQLite, in the order of `keys` (zeros for unknown keys)."""
+        keys = [int(k) for k in keys]
+        found = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            found.update(self.store.query(f"SELECT node_key, vec FROM vectors WHERE node_key IN "
+                                          f"({','.join('?' * len(chunk))})", chunk))
+        zero = bytes(2 * self.dim)
+        return decode_vecs([found.get(k, zero) for k in keys], self.dim)
+
     def _load_vectors(self, space: str) -> tuple[VectorShard, bool]:
-        vec = VectorShard(self.dim, self.s, graph=self.graph)
-        rows = self.store.query("SELECT v.node_key, v.vec FROM vectors v JOIN nodes n ON n.key = v.node_key "
+        vec = VectorShard(self.dim, self.s, graph=self.graph, fetch=self.fetch_vectors)
+        rows = self.store.query("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
                                 "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
-        vec.add([k for k, _ in rows], decode_vecs([b for _, b in rows], self.dim))
-        if vec.graph_allowed and len(vec) >= self.s.exact_threshold:
+        hot = self.hot_tier()
+        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim), cold=[r[2] != hot for r in rows])
+        if vec.graph_allowed and vec.hot_count >= self.s.exact_threshold:
             graph_file = self._file(space, ".usearch")
             if not (graph_file.exists() and vec.adopt_graph(graph_file)):
                 vec.build_graph()
@@ -168,6 +182,7 @@ class Shards:
         self.seq = changes[-1][0]
         adds: dict[str, list[int]] = {}
         expiry: dict[str, list[int]] = {}
+        tiers: dict[str, list[int]] = {}
         for _, op, key, space in changes:
             shard = self.loaded.get(space)
             if shard is None:
@@ -181,10 +196,26 @@ class Shards:
                 adds.setdefault(space, []).append(key)
             elif op == "expiry":
                 expiry.setdefault(space, []).append(key)
+            elif op == "tier":
+                tiers.setdefault(space, []).append(key)
         for space, keys in adds.items():
             self._apply_adds(self.loaded[space], keys)
         for space, keys in expiry.items():
             self._apply_expiry(self.loaded[space].lex, keys)
+        for space, keys in tiers.items():
+            shard = self.loaded[space]
+            if shard.vec_loaded:
+                self._apply_tiers(shard, keys)
+
+    def _apply_tiers(self, shard: Shard, keys: list[int]) -> None:
+        hot = self.hot_tier()
+        for i in range(0, len(keys), 5000):
+            chunk = keys[i:i + 5000]
+            for key, tier in self.store.query(
+                    f"SELECT n.key, d.tier FROM nodes n JOIN documents d ON d.id = n.document_id "
+                    f"WHERE n.key IN ({','.join('?' * len(chunk))})", chunk):
+                shard.vec.set_cold(key, tier != hot)
+        shard.vec_dirty = True
 
     def _apply_adds(self, shard: Shard, keys: list[int]) -> None:
         for i in range(0, len(keys), 5000):
@@ -192,8 +223,12 @@ class Shards:
             marks = ",".join("?" * len(chunk))
             shard.lex.add(self._rows(f"n.key IN ({marks})", chunk))
             if shard.vec_loaded:
-                vec_rows = self.store.query(f"SELECT node_key, vec FROM vectors WHERE node_key IN ({marks})", chunk)
-                shard.vec.add([k for k, _ in vec_rows], decode_vecs([b for _, b in vec_rows], self.dim))
+                vec_rows = self.store.query(f"SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON "
+                                            f"n.key = v.node_key JOIN documents d ON d.id = n.document_id "
+                                            f"WHERE v.node_key IN ({marks})", chunk)
+                hot = self.hot_tier()
+                shard.vec.add([r[0] for r in vec_rows], decode_vecs([r[1] for r in vec_rows], self.dim),
+                              cold=[r[2] != hot for r in vec_rows])
             shard.lex_dirty = shard.vec_dirty = True
 
     def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:
@@ -244,5 +279,6 @@ class Shards:
         os.replace(tmp, path)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec)} if sh.vec_loaded else {})}
+        return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec), "vectors_int8": len(sh.vec.low.row_of)}
+                                                if sh.vec_loaded else {})}
                 for s, sh in self.loaded.items()}

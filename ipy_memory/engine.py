@@ -66,7 +66,8 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def _new_shards(self) -> Shards:
         # An HNSW graph only pays where vectors rank recall; the hashing embedder's serve dedup only.
         graph = self.embedder.semantic or self.settings.vector_weight_hash > 0
-        return Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index", graph=graph)
+        return Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index", graph=graph,
+                      hot_tier=lambda: self._policy().names[0])
 
     def _store_epoch(self) -> int:
         return int(self.store.get_meta("epoch") or 0)
@@ -341,6 +342,8 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             if len(chosen) >= limit:
                 break
         block = _block.render(items, locale)
+        if max_tokens is not None and count(block) > max_tokens:   # not even the frame fits the budget
+            return RecallResult(query, [], "", tokens=0, candidates=len(hits))
         return RecallResult(query, chosen, block, tokens=count(block), candidates=len(hits))
 
     def _node_rows(self, keys: list[int]) -> dict[int, tuple]:

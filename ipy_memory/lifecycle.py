@@ -118,19 +118,30 @@ class LifecycleMixin:
             return
         ids = list(dict.fromkeys(h.document_id for h in hits))
         db, marks = self.store.db, ",".join("?" * len(ids))
-        sql = (f"UPDATE documents SET accessed_at = ?, access_count = access_count + 1, tier = ? "
-               f"WHERE id IN ({marks})")
+        hot = self._policy().names[0]
         with self.store.lock:
             if db.in_transaction:        # never commit someone else's transaction
                 return
             old = db.execute("PRAGMA busy_timeout").fetchone()[0]
             try:
                 db.execute("PRAGMA busy_timeout = 100")   # another writer: skip, don't stall recall
-                db.execute(sql, (self.clock(), self._policy().names[0], *ids))
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    # warming documents up changes their vectors' precision: tell every engine
+                    db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space FROM nodes n "
+                               f"JOIN documents d ON d.id = n.document_id WHERE d.id IN ({marks}) AND d.tier != ?",
+                               (*ids, hot))
+                    db.execute(f"UPDATE documents SET accessed_at = ?, access_count = access_count + 1, tier = ? "
+                               f"WHERE id IN ({marks})", (self.clock(), hot, *ids))
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
             except (sqlite3.Error, InvalidArgument) as exc:
                 log.debug("access tracking skipped: %s", exc)
             finally:
                 db.execute(f"PRAGMA busy_timeout = {int(old)}")
+        self.shards.sync(force=True)
 
     # ------------------------------------------------------------------------------ tiers
     @locked
@@ -162,11 +173,14 @@ class LifecycleMixin:
                     chunk = ids[j:j + 500]
                     m = ",".join("?" * len(chunk))
                     db.execute(f"UPDATE documents SET tier = ? WHERE id IN ({m})", (dst, *chunk))
+                    db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space FROM nodes n "
+                               f"JOIN documents d ON d.id = n.document_id WHERE d.id IN ({m})", chunk)
                     nodes += db.execute(f"SELECT count(*) FROM nodes WHERE document_id IN ({m})", chunk).fetchone()[0]
                 hops.append({"from": src, "to": dst, "documents": len(ids), "nodes": nodes})
             report = {"at": now, "reason": reason, "moved": sum(h["documents"] for h in hops)}
             self._set_meta(db, "last_rotation", report)
         self._next_rotation_check = now + policy.interval
+        self.shards.sync(force=True)
         return {"hops": hops, "moved_documents": sum(h["documents"] for h in hops),
                 "moved_nodes": sum(h["nodes"] for h in hops), "last_rotation": now,
                 "previous_rotation": previous, "reason": reason}
@@ -194,17 +208,24 @@ class LifecycleMixin:
 
     @locked
     def tier_stats(self) -> dict:
-        """Per tier: documents, nodes, text bytes, vector bytes and vector precision (all f16 today)."""
+        """Per tier: documents, nodes, text bytes, stored vector bytes (float16 in SQLite, the exact
+        copy used for rescoring) and the in-memory search precision with its size: float16 for the
+        hottest tier, int8 for the colder ones (`index_bytes_saved` against float16 everywhere)."""
         self._check_open()
-        out = {t: {"documents": 0, "nodes": 0, "text_bytes": 0, "vector_bytes": 0, "precision": "f16"}
-               for t in self._policy().names}
+        names, dim = self._policy().names, self.embedder.dim
+
+        def row(tier, docs=0, nodes=0, text_b=0, vec_b=0):
+            width = 2 * dim if tier == names[0] else dim
+            return {"documents": docs, "nodes": nodes, "text_bytes": text_b, "vector_bytes": vec_b,
+                    "precision": "f16" if tier == names[0] else "i8", "index_bytes": nodes * width,
+                    "index_bytes_saved": nodes * (2 * dim - width)}
+        out = {t: row(t) for t in names}
         for tier, docs, nodes, text_b, vec_b in self.store.query(
                 "SELECT d.tier, count(DISTINCT d.id), count(n.key), "
                 "COALESCE(sum(length(CAST(COALESCE(n.body, d.content) AS BLOB))), 0), "
                 "COALESCE(sum(length(v.vec)), 0) FROM documents d LEFT JOIN nodes n ON n.document_id = d.id "
                 "LEFT JOIN vectors v ON v.node_key = n.key GROUP BY d.tier"):
-            out[tier] = {"documents": docs, "nodes": nodes, "text_bytes": text_b, "vector_bytes": vec_b,
-                         "precision": "f16"}
+            out[tier] = row(tier, docs, nodes, text_b, vec_b)
         last = self._meta_json("last_rotation")
         return {"tiers": out, "last_rotation": last.get("at") if last else None}
 

@@ -41,6 +41,11 @@ _HINTS = {
 }
 
 
+def _given(value, default):
+    """An option typed on the line wins, even 0 (which then fails validation loudly)."""
+    return default if value is None else value
+
+
 class RecallBlock(str):
     """The `<memory-recall>` text (a str) that shows as plain text rather than a quoted repr."""
 
@@ -411,7 +416,8 @@ class MemoryMagics(Magics):
         if not query.strip():
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
         arguments = dict(query=query, scope=self._search_scope(args.scope), project=args.project,
-                         limit=args.limit or self.limit, max_tokens=args.max_tokens or self.max_tokens, path=args.path)
+                         limit=_given(args.limit, self.limit),
+                         max_tokens=_given(args.max_tokens, self.max_tokens), path=args.path)
         result = self._call("memory_search", arguments, "%recall [-n LIMIT] [-s SCOPE] [--block] QUERY")
         return RecallBlock(result.block) if args.block else result
 

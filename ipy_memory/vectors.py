@@ -21,9 +21,55 @@ from ._columns import Column
 from .config import Settings
 
 
+class _LowTier:
+    """Rows of colder tiers held as int8 (half the memory of float16). Cosine is scale-invariant,
+    so a scan needs no per-row scale; candidates are rescored exactly from SQLite's vectors."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.keys = Column(np.int64)
+        self.mat = Column(np.int8, width=dim)
+        self.alive = Column(np.bool_, fill=False)
+        self.row_of: dict[int, int] = {}
+
+    @staticmethod
+    def quantize(vecs: np.ndarray) -> np.ndarray:
+        vecs = np.asarray(vecs, np.float32).reshape(len(vecs), -1)
+        scale = np.abs(vecs).max(axis=1, keepdims=True)
+        return np.round(np.divide(vecs * 127, scale, out=np.zeros_like(vecs), where=scale > 0)).astype(np.int8)
+
+    def add(self, keys: np.ndarray, vecs: np.ndarray) -> None:
+        base = self.keys.size
+        self.row_of.update((int(k), base + i) for i, k in enumerate(keys.tolist()))
+        self.keys.extend(keys)
+        self.mat.extend(self.quantize(vecs))
+        self.alive.extend(np.ones(len(keys), bool))
+
+    def remove(self, key: int) -> bool:
+        row = self.row_of.pop(key, None)
+        if row is None:
+            return False
+        self.alive.view[row] = False
+        return True
+
+    def candidates(self, q: np.ndarray, k: int) -> np.ndarray:
+        if not self.row_of:
+            return np.zeros(0, np.int64)
+        dead = self.keys.size - len(self.row_of)
+        want = min(self.keys.size, k + dead)
+        m = search(self.mat.view, self.quantize(q[None])[0], want, MetricKind.Cos, exact=True, threads=1)
+        rows = np.asarray(m.keys, np.int64).reshape(-1)[:want]
+        rows = rows[(rows >= 0) & (rows < self.keys.size)]
+        return self.keys.view[rows[self.alive.view[rows]]][:k]
+
+
 class VectorShard:
-    def __init__(self, dim: int, settings: Settings, *, graph: bool = True):
+    """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
+
+    def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
+        self.fetch = fetch
+        self.low = _LowTier(dim)
         self.keys = Column(np.int64)
         self.mat = Column(np.float16, width=dim)
         self.alive = Column(np.bool_, fill=False)
@@ -34,6 +80,10 @@ class VectorShard:
         self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
 
     def __len__(self) -> int:
+        return len(self.row_of) + len(self.low.row_of)
+
+    @property
+    def hot_count(self) -> int:
         return len(self.row_of)
 
     def _new_graph(self) -> Index:
@@ -41,9 +91,17 @@ class VectorShard:
                      expansion_add=self.s.hnsw_expansion_add, expansion_search=self.s.hnsw_expansion_search)
 
     # ------------------------------------------------------------------------------ writes
-    def add(self, keys, vecs: np.ndarray) -> None:
+    def add(self, keys, vecs: np.ndarray, cold=None) -> None:
+        """Add vectors; rows where `cold` is true go to the int8 store of the colder tiers."""
         keys = np.asarray(keys, np.int64)
-        fresh = [i for i, k in enumerate(keys.tolist()) if k not in self.row_of]
+        vecs = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
+        known = [k in self.row_of or k in self.low.row_of for k in keys.tolist()]
+        if cold is not None:
+            low = np.asarray(cold, bool) & ~np.asarray(known, bool)
+            if low.any():
+                self.low.add(keys[low], vecs[low])
+            known = np.asarray(known, bool) | low
+        fresh = [i for i, k in enumerate(known) if not k]
         if not fresh:
             return
         base = self.keys.size
@@ -51,7 +109,7 @@ class VectorShard:
         self.keys.extend(keys[fresh])
         self.mat.extend(np.asarray(vecs, np.float32)[fresh])
         self.alive.extend(np.ones(len(fresh), bool))
-        if self.graph_allowed and len(self) >= self.s.exact_threshold:
+        if self.graph_allowed and self.hot_count >= self.s.exact_threshold:
             if self.keys.size - self.graph_rows >= (self.s.hnsw_tail if self.graph is not None else 0):
                 self.build_graph()
 
@@ -78,7 +136,20 @@ class VectorShard:
         missed = ~(found == keys[:, None]).any(axis=1)
         self.orphans.update(int(k) for k in keys[missed])
 
+    def set_cold(self, key: int, cold: bool) -> None:
+        """Move a row between the float16 (hottest tier) and int8 (colder tiers) stores."""
+        key = int(key)
+        if cold and key in self.row_of:
+            vec = self.mat.view[self.row_of[key]].astype(np.float32)
+            self.remove(key)
+            self.low.add(np.array([key]), vec[None])
+        elif not cold and key in self.low.row_of and self.fetch is not None:
+            self.low.remove(key)
+            self.add([key], self.fetch([key]))
+
     def remove(self, key: int) -> bool:
+        if self.low.remove(int(key)):
+            return True
         row = self.row_of.pop(int(key), None)
         if row is None:
             return False
@@ -106,11 +177,14 @@ class VectorShard:
 
     # ------------------------------------------------------------------------------ reads
     def get(self, keys) -> np.ndarray:
-        """Stored vectors for keys (zeros for unknown keys)."""
+        """Stored vectors for keys, exact for every tier (zeros for unknown keys)."""
         rows = np.array([self.row_of.get(int(k), -1) for k in keys], np.int64)
         out = np.zeros((len(rows), self.dim), np.float32)
         ok = rows >= 0
         out[ok] = self.mat.view[rows[ok]]
+        low = np.array([int(k) in self.low.row_of for k in keys], bool)
+        if low.any() and self.fetch is not None:
+            out[low] = self.fetch([int(k) for k, is_low in zip(keys, low) if is_low])
         return out
 
     def _exact(self, q: np.ndarray, start: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,7 +203,19 @@ class VectorShard:
         q = np.asarray(q, np.float32)
         if not len(self) or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        rows, sims = self._exact(q, self.graph_rows if self.graph is not None else 0, k)
+        hot_keys, hot_sims = self._search_hot(q, k) if self.row_of else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        low_keys = self.low.candidates(q, max(10 * k, 100))    # int8 picks the candidates, generously
+        if not len(low_keys):
+            return hot_keys, hot_sims
+        low_sims = self.get(low_keys) @ q                    # exact rescoring from the stored vectors
+        keys = np.concatenate([hot_keys, low_keys])
+        sims = np.concatenate([hot_sims, low_sims]).astype(np.float32)
+        order = np.lexsort((keys, -np.round(sims, 5)))[:k]
+        return keys[order], sims[order]
+
+    def _search_hot(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        # over-fetch: the scan ranks in float16, the answer is rescored in float32 (stable near-ties)
+        rows, sims = self._exact(q, self.graph_rows if self.graph is not None else 0, 2 * k + 10)
         if self.orphans:
             orows = np.array([self.row_of[x] for x in self.orphans], np.int64)
             rows = np.concatenate([rows, orows])
@@ -158,6 +244,7 @@ class VectorShard:
         tmp_orphans = orphans.with_name(f".{orphans.name}.{os.getpid()}.tmp")
         with open(tmp_orphans, "wb") as f:
             np.save(f, np.array(sorted(self.orphans), np.int64))
+        os.chmod(tmp_orphans, 0o600)
         os.replace(tmp_orphans, orphans)    # first: a newer list beside an older graph only adds exact scans
         os.replace(tmp, path)
         return True

@@ -161,7 +161,9 @@ def test_tier_stats_reports_text_and_vector_bytes(mem, clock):
     assert st["hot"]["nodes"] + st["warm"]["nodes"] == 3 and st["cold"]["documents"] == 0
     assert sum(t["vector_bytes"] for t in st.values()) == 3 * mem.embedder.dim * 2     # float16
     assert sum(t["text_bytes"] for t in st.values()) == 21 + len("alpha") + len("beta")
-    assert {t["precision"] for t in st.values()} == {"f16"}
+    assert [st[t]["precision"] for t in ("hot", "warm", "cold")] == ["f16", "i8", "i8"]
+    assert st["warm"]["index_bytes"] == st["warm"]["nodes"] * mem.embedder.dim
+    assert st["warm"]["index_bytes_saved"] == st["warm"]["nodes"] * mem.embedder.dim
 
 
 # ------------------------------------------------------------------------------ TTL and compaction

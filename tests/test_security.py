@@ -149,10 +149,6 @@ def test_redact_off(data_dir):
     assert SECRET_CORE["openai"] in db_text(data_dir)
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug (_ingest.py): redaction covers content and message text only: "
-                   "the title, metadata values, an exchange's session_id (its title and node paths), speaker names "
-                   "and per-message metadata are stored unredacted even with Settings(redact='all'). Redact those "
-                   "strings too (session_id / names / message metadata also under the default 'exchanges')")
 def test_redact_all_covers_titles_metadata_and_session_ids(data_dir):
     key = SECRETS["openai"]
     with MemoryEngine(data_dir, project="p", settings=Settings(redact="all")) as eng:
@@ -269,9 +265,6 @@ ORPHANS = ".usearch.orphans.npy"
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
-@pytest.mark.xfail(strict=True, reason="engine bug: VectorShard.save_graph writes the '<graph>.usearch.orphans.npy' "
-                   "sidecar with open(..., 'wb') and no chmod, so its mode follows the umask (0644 usually, 0666 "
-                   "with umask 0) while every other file is 0600; os.chmod(tmp_orphans, 0o600) before os.replace")
 def test_graph_sidecar_file_mode(tmp_path, open_umask):
     d = tmp_path / "mem"
     with MemoryEngine(d, project="p", settings=Settings(exact_threshold=50, vector_weight_hash=0.3)) as eng:

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import EmbeddingError, InvalidArgument
+from ..errors import EmbeddingError, InvalidArgument, IpyMemoryError
 
 
 class Embedder:
@@ -27,7 +27,13 @@ class Embedder:
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return self._validated(self._embed(texts), len(texts))
+        try:
+            vecs = self._embed(texts)
+        except IpyMemoryError:
+            raise
+        except Exception as exc:     # a custom embedder's own failure: still one of our documented errors
+            raise EmbeddingError(f"{self.name}: embedding failed: {type(exc).__name__}: {exc}") from exc
+        return self._validated(vecs, len(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
