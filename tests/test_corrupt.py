@@ -26,17 +26,19 @@ from ipy_memory.embeddings import HashEmbedder
 from ipy_memory.vectors import VectorShard
 
 # exact_threshold=100 and vector_weight_hash > 0: spaces above 100 vectors get an HNSW graph even with
-# the offline hashing embedder; 2,100 memories in one space also get a lexical snapshot on close.
+# the offline hashing embedder; with the snapshot threshold lowered to 300 (see `small_snapshots`), the
+# 600-memory space also gets a lexical snapshot on close.
 S = Settings(exact_threshold=100, vector_weight_hash=0.3)
-N = 2100
+N = 600
+SNAPSHOT_MIN = 300     # lexical snapshots are written for spaces this large (the engine's default is 2,000)
 T0 = 1_750_000_000.0
 
 
 def clock() -> float:
     """A fixed clock: recency priors (and so scores) are the same in every engine of this module."""
     return T0
-QUERIES = ["topic3 item20", "memory about topic7", "zq1500", "item42 topic9 number", "nothing matches xyzzy",
-           "topic11", "global fact 7", "memory number 2000"]
+QUERIES = ["topic3 item20", "memory about topic7", "zq500", "item42 topic9 number", "nothing matches xyzzy",
+           "topic11", "global fact 7", "memory number 555"]
 
 
 def texts(n: int, seed: int = 0, template: str = "memory number {i} about topic{t} and item{i} zq{i}: ") -> list[str]:
@@ -48,6 +50,20 @@ def texts(n: int, seed: int = 0, template: str = "memory number {i} about topic{
 def answers(data_dir: Path, **kw) -> list[list[tuple[str, float]]]:
     with MemoryEngine(data_dir, project="p", session="s", settings=S, clock=clock, **kw) as eng:
         return [[(h.id, round(h.score, 5)) for h in eng.recall(q, limit=10)] for q in QUERIES]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_snapshots():
+    """Snapshot smaller spaces than the engine does by default, so the tests need fewer memories."""
+    from ipy_memory import _shards
+    if not hasattr(_shards, "SNAPSHOT_MIN_NODES"):
+        yield
+        return
+    old, _shards.SNAPSHOT_MIN_NODES = _shards.SNAPSHOT_MIN_NODES, SNAPSHOT_MIN
+    try:
+        yield
+    finally:
+        _shards.SNAPSHOT_MIN_NODES = old
 
 
 @pytest.fixture(scope="module")
