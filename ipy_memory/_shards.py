@@ -155,7 +155,8 @@ class Shards:
         rows = self.store.query("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
                                 "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
         hot = self.hot_tier()
-        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim), cold=[r[2] != hot for r in rows])
+        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim), cold=[r[2] != hot for r in rows],
+                build=False)
         if vec.graph_allowed and vec.hot_count >= self.s.exact_threshold:
             graph_file = self._file(space, ".usearch")
             if not (graph_file.exists() and vec.adopt_graph(graph_file)):

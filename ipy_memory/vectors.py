@@ -91,8 +91,10 @@ class VectorShard:
                      expansion_add=self.s.hnsw_expansion_add, expansion_search=self.s.hnsw_expansion_search)
 
     # ------------------------------------------------------------------------------ writes
-    def add(self, keys, vecs: np.ndarray, cold=None) -> None:
-        """Add vectors; rows where `cold` is true go to the int8 store of the colder tiers."""
+    def add(self, keys, vecs: np.ndarray, cold=None, *, build: bool = True) -> None:
+        """Add vectors; rows where `cold` is true go to the int8 store of the colder tiers.
+
+        `build=False` leaves the graph alone (loading: a saved graph is adopted afterwards)."""
         keys = np.asarray(keys, np.int64)
         vecs = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
         known = [k in self.row_of or k in self.low.row_of for k in keys.tolist()]
@@ -109,7 +111,7 @@ class VectorShard:
         self.keys.extend(keys[fresh])
         self.mat.extend(np.asarray(vecs, np.float32)[fresh])
         self.alive.extend(np.ones(len(fresh), bool))
-        if self.graph_allowed and self.hot_count >= self.s.exact_threshold:
+        if build and self.graph_allowed and self.hot_count >= self.s.exact_threshold:
             if self.keys.size - self.graph_rows >= (self.s.hnsw_tail if self.graph is not None else 0):
                 self.build_graph()
 

@@ -60,3 +60,18 @@ def test_index_files_rebuilt_when_missing_or_damaged(tmp_path):
         with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
             assert _results(mem, queries) == before, damage
             assert len(mem.shards.get("project:p").vec) == 300
+
+
+def test_reopen_adopts_the_saved_graph_without_rebuilding(tmp_path, monkeypatch):
+    from ipy_memory import vectors
+    settings = Settings(exact_threshold=50, vector_weight_hash=0.3)
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        mem.remember_many([{"content": f"fact {i} about widget {i % 13}", "force": True} for i in range(200)])
+        mem.recall("widget 3")                                     # loads vectors: the graph is built once
+    builds = []
+    real = vectors.VectorShard.build_graph
+    monkeypatch.setattr(vectors.VectorShard, "build_graph", lambda self: builds.append(1) or real(self))
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        assert mem.recall("widget 3").hits
+        assert mem.shards.get("project:p").vec.graph is not None
+        assert builds == []                  # adopted from disk, not rebuilt
