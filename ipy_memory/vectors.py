@@ -78,6 +78,7 @@ class VectorShard:
         self.graph: Index | None = None
         self.graph_rows = 0        # rows [0, graph_rows) of the matrix are in the graph
         self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
+        self._orphan_cache = None
 
     def __len__(self) -> int:
         return len(self.row_of) + len(self.low.row_of)
@@ -122,21 +123,30 @@ class VectorShard:
         rows = np.arange(self.graph_rows, self.keys.size)
         rows = rows[self.alive.view[rows]]
         if len(rows):
-            # one thread: a multi-threaded add strands a few nodes that search never reaches
-            # (usearch issue #735, measured here: 1-7 of 3,000 per build on 2 cores)
-            self.graph.add(self.keys.view[rows], self.mat.view[rows], threads=1)
+            # A multi-threaded add strands a few nodes that search never reaches (usearch #735), and
+            # HNSW pruning strands some among near-identical vectors: _find_orphans catches both.
+            self.graph.add(self.keys.view[rows], self.mat.view[rows], threads=os.cpu_count() or 1)
             self._find_orphans(rows)
         self.graph_rows = self.keys.size
+
+    def _orphan_block(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and a contiguous float16 copy of the orphans (cached until the set changes)."""
+        if self._orphan_cache is None:
+            orows = np.array(sorted(self.row_of[x] for x in self.orphans), np.int64)
+            self._orphan_cache = (orows, np.ascontiguousarray(self.mat.view[orows]))
+        return self._orphan_cache
 
     def _find_orphans(self, rows: np.ndarray) -> None:
         """HNSW prunes links among near-identical vectors, and a node can end up with no way in:
         self-search the new rows and scan the unreachable ones exactly from now on."""
         if not len(rows) or not len(self.graph):
             return
-        found = np.asarray(self.graph.search(self.mat.view[rows], 10, threads=1).keys).reshape(len(rows), -1)
+        found = np.asarray(self.graph.search(self.mat.view[rows], 10, threads=os.cpu_count() or 1).keys)
+        found = found.reshape(len(rows), -1)
         keys = self.keys.view[rows]
         missed = ~(found == keys[:, None]).any(axis=1)
         self.orphans.update(int(k) for k in keys[missed])
+        self._orphan_cache = None
 
     def set_cold(self, key: int, cold: bool) -> None:
         """Move a row between the float16 (hottest tier) and int8 (colder tiers) stores."""
@@ -157,7 +167,9 @@ class VectorShard:
             return False
         self.alive.view[row] = False
         self.dead += 1
-        self.orphans.discard(int(key))
+        if int(key) in self.orphans:
+            self.orphans.discard(int(key))
+            self._orphan_cache = None
         if self.graph is not None and row < self.graph_rows:
             self.graph.remove(int(key))
         if self.graph is None and self.dead > max(1024, self.keys.size // 4):
@@ -176,6 +188,7 @@ class VectorShard:
         self.alive.extend(np.ones(len(keys), bool))
         self.row_of = {int(k): i for i, k in enumerate(keys.tolist())}
         self.dead = 0
+        self._orphan_cache = None
 
     # ------------------------------------------------------------------------------ reads
     def get(self, keys) -> np.ndarray:
@@ -216,20 +229,20 @@ class VectorShard:
         return keys[order], sims[order]
 
     def _search_hot(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        # over-fetch: the scan ranks in float16, the answer is rescored in float32 (stable near-ties)
-        rows, sims = self._exact(q, self.graph_rows if self.graph is not None else 0, 2 * k + 10)
+        # over-fetch: the scans rank in float16, the answer is rescored in float32 (stable near-ties)
+        want = 2 * k + 10
+        parts = [self._exact(q, self.graph_rows if self.graph is not None else 0, want)[0]]
         if self.orphans:
-            orows = np.array([self.row_of[x] for x in self.orphans], np.int64)
-            rows = np.concatenate([rows, orows])
-            sims = np.concatenate([sims, self.mat.view[orows].astype(np.float32) @ q])
+            orows, omat = self._orphan_block()
+            m = search(omat, q.astype(np.float16), min(len(orows), want), MetricKind.Cos, exact=True, threads=1)
+            parts.append(orows[np.asarray(m.keys, np.int64).reshape(-1)[:want]])
         if self.graph is not None and len(self.graph):
             m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))
             grows = np.array([self.row_of.get(int(x), -1) for x in np.asarray(m.keys).reshape(-1)], np.int64)
-            grows = grows[grows >= 0]
-            rows = np.concatenate([rows, grows])
-            sims = np.concatenate([sims, self.mat.view[grows].astype(np.float32) @ q])   # exact rescoring
-        rows = np.unique(rows) if self.orphans else rows     # an orphan may also come back from the graph
-        sims = self.mat.view[rows].astype(np.float32) @ q if self.orphans else sims
+            parts.append(grows[grows >= 0])
+        rows = np.unique(np.concatenate(parts))            # an orphan may also come back from the graph
+        rows = rows[self.alive.view[rows]]
+        sims = self.mat.view[rows].astype(np.float32) @ q   # exact rescoring of every candidate
         keys = self.keys.view[rows]
         order = np.lexsort((keys, -np.round(sims, 5)))[:k]      # ties broken by key: same answer every time
         return keys[order], sims[order].astype(np.float32)
@@ -284,5 +297,6 @@ class VectorShard:
             self._find_orphans(np.arange(int(known.sum())))
         else:
             self.orphans = {int(k) for k in orphans.tolist() if int(k) in self.row_of}
+            self._orphan_cache = None
         self.graph, self.graph_rows = graph, int(known.sum())
         return True

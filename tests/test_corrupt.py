@@ -216,8 +216,9 @@ def test_graph_file_of_other_dimension_store(tmp_path, check_indexes):
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="threads=os.cpu_count() is 1 here: no concurrent inserts")
 def test_graph_is_built_without_concurrent_inserts(monkeypatch):
-    """The race is timing-dependent (rarely visible on a loaded machine), so check the cause: every
-    insert into an HNSW graph must be single-threaded until usearch fixes concurrent add()."""
+    """A multi-threaded add can strand nodes (usearch #735; timing-dependent, rarely visible on a loaded
+    machine), and so can HNSW pruning: whatever the add used, every node must be found by its own vector
+    (stranded ones are detected after each build and scanned exactly)."""
     from usearch.index import Index
     calls = []
     real_add = Index.add
@@ -232,7 +233,6 @@ def test_graph_is_built_without_concurrent_inserts(monkeypatch):
     shard.add(np.arange(1, 201), vecs[:200])
     shard.add(np.arange(201, 301), vecs[200:])
     assert shard.graph is not None and calls
-    assert all(t == 1 for t in calls), f"Index.add threads={calls} (0 = all cores)"
     for k in range(300):
         assert k + 1 in {int(x) for x in shard.search(vecs[k], 5)[0]}
 
