@@ -280,7 +280,8 @@ class VectorShard:
         good = rows >= 0
         if good.any():
             stored = np.asarray(graph.get(in_graph[good]), np.float32).reshape(-1, self.dim)
-            same = np.abs(stored - self.mat.view[rows[good]].astype(np.float32)).max(axis=1) <= 1e-3
+            with np.errstate(invalid="ignore", over="ignore"):     # a garbage file may hold NaN / inf
+                same = np.abs(stored - self.mat.view[rows[good]].astype(np.float32)).max(axis=1) <= 1e-3
             good[np.flatnonzero(good)[~same]] = False
         for k in in_graph[~good].tolist():
             graph.remove(k)
