@@ -138,3 +138,12 @@ def index_problems(eng, *, probe: bool = True, load: bool = True,
 def check_indexes():
     """``check_indexes(engine, probe=True, load=True)`` -> list of problems (empty when consistent)."""
     return index_problems
+
+
+T0 = 1_700_000_000.0      # a fixed "now" for tests with an injectable clock
+
+
+@pytest.fixture
+def clock():
+    """A mutable clock: pass `clock=lambda: clock[0]` to MemoryEngine, move time with `clock[0] += ...`."""
+    return [T0]

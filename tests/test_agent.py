@@ -10,14 +10,6 @@ import pytest
 from ipy_memory import EmbeddingError, InvalidArgument, MemoryEngine, NotFound
 from ipy_memory.agent import DEFAULT_SKIP_PATTERNS, AutoRecall, is_recall_message
 
-T0 = 1_700_000_000.0
-
-
-@pytest.fixture
-def clock():
-    return [T0]
-
-
 @pytest.fixture
 def mem(tmp_path, clock):
     with MemoryEngine(tmp_path / "store", project="proj", session="s1", clock=lambda: clock[0]) as m:

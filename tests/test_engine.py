@@ -11,12 +11,6 @@ from ipy_memory.config import DAY
 
 
 @pytest.fixture
-def clock():
-    t = [1_700_000_000.0]
-    return t
-
-
-@pytest.fixture
 def mem(tmp_path, clock):
     with MemoryEngine(tmp_path / "store", project="proj", session="s1", clock=lambda: clock[0]) as m:
         yield m

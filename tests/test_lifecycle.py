@@ -7,14 +7,7 @@ import pytest
 from ipy_memory import InvalidArgument, MemoryEngine, ReadOnlyError
 from ipy_memory.config import DAY
 from ipy_memory.lifecycle import TierPolicy
-
-T0 = 1_700_000_000.0
-
-
-@pytest.fixture
-def clock():
-    return [T0]
-
+from conftest import T0
 
 @pytest.fixture
 def mem(tmp_path, clock):
