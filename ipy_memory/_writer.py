@@ -22,32 +22,37 @@ def memory_row(row) -> Memory:
 
 
 def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, float] | None:
-        shard = engine.shards.get(p.space)
-        if not len(shard.vec):
-            return None
-        docvec = p.vectors.sum(axis=0)
-        norm = float(np.linalg.norm(docvec))
-        if norm == 0:
-            return None
-        docvec /= norm
-        keys, sims = shard.vec.search(docvec, 5)
-        keys = [int(k) for k, s in zip(keys, sims) if s >= engine.settings.dedup_threshold * 0.9]
-        if not keys:
-            return None
-        marks = ",".join("?" * len(keys))
-        docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", keys)]
-        best = None
-        for doc_id in docs:
-            nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
-            other = shard.vec.get(nkeys).sum(axis=0)
-            n = float(np.linalg.norm(other))
-            sim = float(other @ docvec / n) if n else 0.0
-            if sim >= engine.settings.dedup_threshold and (best is None or sim > best[1]):
-                row = db.execute(f"SELECT {DOC_COLS} FROM documents WHERE id = ? AND "
-                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
-                if row:
-                    best = (memory_row(row), sim)
-        return best
+    """The most similar existing memory of the space if its whole-document similarity reaches
+    `dedup_threshold`. Documents are compared as the normalised sum of their sections' vectors;
+    candidates come from the nearest sections of the new document's sum and of its first sections
+    (one section of a long document is far from the sum, so it cannot serve as the only probe)."""
+    shard = engine.shards.get(p.space)
+    if not len(shard.vec):
+        return None
+    docvec = p.vectors.sum(axis=0)
+    norm = float(np.linalg.norm(docvec))
+    if norm == 0:
+        return None
+    docvec /= norm
+    keys = {int(k) for k in shard.vec.search(docvec, 5)[0]}
+    for vec in p.vectors[:8]:
+        keys.update(int(k) for k in shard.vec.search(vec, 3)[0])
+    if not keys:
+        return None
+    marks = ",".join("?" * len(keys))
+    docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", list(keys))]
+    best = None
+    for doc_id in docs:
+        nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
+        other = shard.vec.get(nkeys).sum(axis=0)
+        n = float(np.linalg.norm(other))
+        sim = float(other @ docvec / n) if n else 0.0
+        if sim >= engine.settings.dedup_threshold and (best is None or sim > best[1]):
+            row = db.execute(f"SELECT {DOC_COLS} FROM documents WHERE id = ? AND "
+                             "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
+            if row:
+                best = (memory_row(row), sim)
+    return best
 
 
 class BatchWriter:

@@ -220,3 +220,12 @@ def test_backup_roundtrip(mem, tmp_path):
     out = mem.backup(tmp_path / "b.sqlite3")
     db = sqlite3.connect(out["path"])
     assert db.execute("SELECT count(*) FROM documents").fetchone()[0] == 1
+
+
+def test_near_duplicate_markdown_document_is_detected(mem):
+    doc = "# Churn model\n## Features\nTenure and support tickets matter most.\n## Deployment\nNightly at 02:00 UTC."
+    a = mem.remember(doc)
+    b = mem.remember(doc.replace("most.", "most!"))
+    assert b.duplicate and b.existing.id == a.id
+    c = mem.remember("Tenure and support tickets matter most.")        # one section alone is new
+    assert c.stored
