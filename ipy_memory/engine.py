@@ -21,7 +21,7 @@ from ._shards import Shards
 from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
 from .embeddings import Embedder, get_embedder, installed_local_preset
-from .embeddings import env as _env
+from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
 from .store import NODE_SELECT, Store

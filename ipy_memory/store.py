@@ -7,7 +7,6 @@ transaction, so a failed or killed call leaves nothing half-written. The change 
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -211,7 +210,3 @@ class Store:
             except sqlite3.DatabaseError:
                 pass
             self.db.close()
-
-    @staticmethod
-    def loads(text: str | None):
-        return json.loads(text) if text else None

@@ -12,10 +12,10 @@ local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (whi
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from typing import Callable
 
+from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
 from ..errors import InvalidArgument
 from .base import Embedder
 from .hashing import HashEmbedder
@@ -28,15 +28,6 @@ PRESETS: dict[str, Callable[..., Embedder]] = {}
 
 def register_preset(name: str, factory: Callable[..., Embedder]) -> None:
     PRESETS[name] = factory
-
-
-def env(name: str, default: str | None = None) -> str | None:
-    """Read IPY_MEMORY_<name>, accepting the older MEMORY_TREE_<name> spelling as an alias."""
-    for prefix in ("IPY_MEMORY_", "MEMORY_TREE_"):
-        value = os.environ.get(prefix + name)
-        if value:
-            return value
-    return default
 
 
 def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
