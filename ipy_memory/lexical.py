@@ -12,6 +12,11 @@ more than one column can give. Each node is scored as
 
 Neighbours are the previous/next sections or messages of the same document; flat memories stored
 one after another in the same session (within `sequence_window` seconds) are neighbours too.
+
+A term found in every section of a document (3 or more sections with text) describes the whole
+document, e.g. a chat session's date or a note's subject: it scores every section alike (as if each
+had the average length). With length normalisation it ranked a document's shortest sections first
+("Bye!" for a question naming the session's date).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ class LexicalShard:
         self.doc_len = Column(np.float32)
         self.doc_multi = Column(np.bool_, fill=False)
         self.doc_live = Column(np.int32)               # live nodes per document slot
+        self.doc_text = Column(np.int32)               # ... of which have text (a heading alone has none)
         self.doc_slot_of: dict[str, int] = {}
         self.n_alive = 0
         self.total_len = 0.0
@@ -79,9 +85,9 @@ class LexicalShard:
 
     # ----------------------------------------------------------------------------------- snapshots
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
-                "doc_len", "doc_multi", "doc_live")
+                "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 1     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 2     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self) -> dict[str, np.ndarray]:
         out = {c: getattr(self, c).view for c in self._COLUMNS}
@@ -135,6 +141,7 @@ class LexicalShard:
                 self.doc_len.extend([0.0])
                 self.doc_multi.extend([r.doc_nodes > 1])
                 self.doc_live.extend([0])
+                self.doc_text.extend([0])
                 self.n_docs += 1
             self.doc_live.view[ds] += 1
             docs.append(ds)
@@ -148,6 +155,7 @@ class LexicalShard:
                 self.title_post.append(h, slot, 1.0)
             if r.doc_nodes > 1:
                 doc_terms.setdefault(ds, Counter()).update(tf)
+            self.doc_text.view[ds] += bool(ts)
             lengths.append(len(ts))
             cues.append(_text.answer_cues(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
@@ -192,6 +200,7 @@ class LexicalShard:
         self.n_alive -= 1
         ds = int(self.doc.view[slot])
         self.doc_live.view[ds] -= 1
+        self.doc_text.view[ds] -= bool(self.length.view[slot])
         # The document's roll-up postings still hold the removed text, and forgotten text must not
         # be findable: drop the roll-up for this document until the shard is next loaded.
         self.doc_multi.view[ds] = False
@@ -211,23 +220,44 @@ class LexicalShard:
             self.expires.view[slot] = np.inf if expires_at is None else expires_at
 
     # ----------------------------------------------------------------------------------- search
-    def _bm25(self, postings, qterms: Counter, n: int, lengths: np.ndarray, avg: float, size: int):
+    def _node_postings(self, qterms: Counter) -> dict[int, tuple]:
+        """Body postings of the query terms: (slots, tf, shared) where `shared` marks, per document
+        slot, the documents that have the term in every section (None if there are none)."""
+        out = {}
+        for h in qterms:
+            p = self.post.get(h)
+            if p is None:
+                continue
+            shared = None
+            if self.s.flatten_shared_terms:
+                docs = self.doc.view[p[0]]
+                have = np.bincount(docs[self.alive.view[p[0]]], minlength=self.doc_text.size)
+                full = (have >= 3) & (have == self.doc_text.view) & self.doc_multi.view
+                if full.any():
+                    shared = full
+            out[h] = (p[0], p[1], shared)
+        return out
+
+    @staticmethod
+    def _lists(postings: Postings, qterms: Counter) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        return {h: p for h in qterms if (p := postings.get(h)) is not None}
+
+    def _bm25(self, lists: dict, n: int, lengths: np.ndarray, avg: float, size: int):
         k1, b = self.s.bm25_k1, self.s.bm25_b
         out = np.zeros(size + 1, np.float32)
         idf_total = 0.0
-        for h in qterms:
-            p = postings.get(h)
-            if p is None:
-                continue
-            slots, tf = p
+        for slots, tf, *shared in lists.values():
             df = len(slots)
             idf = math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
             idf_total += idf
-            norm = k1 * (1 - b + b * lengths[slots] / max(avg, 1e-9))
+            ln = lengths[slots]
+            if shared and shared[0] is not None:     # every section alike: scored at the average length
+                ln = np.where(shared[0][self.doc.view[slots]], avg, ln)
+            norm = k1 * (1 - b + b * ln / max(avg, 1e-9))
             out[slots] += idf * tf * (k1 + 1) / (tf + norm)
         return out, idf_total
 
-    def _context_columns(self, qterms: Counter, prev: np.ndarray, nxt: np.ndarray, dead: np.ndarray, size: int):
+    def _context_columns(self, lists: dict, prev: np.ndarray, nxt: np.ndarray, dead: np.ndarray, size: int):
         """BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
         k1, b = self.s.bm25_k1, self.s.bm25_b
         out = np.zeros(size + 1, np.float32)
@@ -241,12 +271,8 @@ class LexicalShard:
             if w:
                 clen = length[p[:size]] + length[n[:size]]
                 avg = float(clen[live].mean()) if live.any() else 1.0
-                for h in qterms:
-                    post = self.post.get(h)
-                    if post is None:
-                        continue
-                    slots = post[0]
-                    tf = post[1] * ~dead[slots]
+                for slots, tf, shared in lists.values():
+                    tf = tf * ~dead[slots]
                     df = len(slots)
                     idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
                     # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
@@ -259,7 +285,10 @@ class LexicalShard:
                     seen[after] = False
                     targets = targets[targets < size]
                     t = tfc[targets]
-                    out[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * clen[targets] / max(avg, 1e-9)))
+                    cl = clen[targets]
+                    if shared is not None:
+                        cl = np.where(shared[self.doc.view[targets]], avg, cl)
+                    out[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * cl / max(avg, 1e-9)))
                     tfc[after] = 0
                     tfc[before] = 0
             p, n = prev[p], nxt[n]
@@ -270,7 +299,8 @@ class LexicalShard:
         size = self.keys.size
         if not size or not qterms:
             return np.zeros(size, np.float32)
-        own, idf_total = self._bm25(self.post, qterms, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
+        lists = self._node_postings(qterms)
+        own, idf_total = self._bm25(lists, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
         dead = np.append(~self.alive.view | (self.expires.view <= now), False)
         own[dead] = 0                      # forgotten or expired nodes lend no context either
         score = own.copy()
@@ -278,7 +308,7 @@ class LexicalShard:
         prev[prev < 0] = size
         nxt[nxt < 0] = size
         if self.s.context_mode == "columns":
-            score += self._context_columns(qterms, prev, nxt, dead, size)
+            score += self._context_columns(lists, prev, nxt, dead, size)
         else:
             p, n = prev, nxt
             for w in self.s.neighbor_weights:
@@ -286,13 +316,13 @@ class LexicalShard:
                     score[:size] += w * (own[p[:size]] + own[n[:size]])
                 p, n = prev[p], nxt[n]
         if self.s.parent_weight and self.doc_post:
-            dscore, _ = self._bm25(self.doc_post, qterms, self.n_docs, self.doc_len.view,
+            dscore, _ = self._bm25(self._lists(self.doc_post, qterms), self.n_docs, self.doc_len.view,
                                    self.total_doc_len / max(self.n_docs, 1), self.doc_len.size)
             dscore[: self.doc_len.size] *= self.doc_multi.view
             score[:size] += self.s.parent_weight * dscore[self.doc.view]
         score = score[:size]
         if self.s.title_weight or self.s.title_match_weight:
-            tscore, t_idf = self._bm25(self.title_post, qterms, self.n_alive, np.ones(size, np.float32), 1.0, size)
+            tscore, t_idf = self._bm25(self._lists(self.title_post, qterms), self.n_alive, np.ones(size, np.float32), 1.0, size)
             score += self.s.title_match_weight * tscore[:size]
             score *= 1 + self.s.title_weight * (tscore[:size] > 0)   # the query names this heading/speaker
         if self.s.cue_weight and qcues:
