@@ -135,8 +135,9 @@ class EmbeddingMixin:
             bar.close()
         old = self.embedder
         self.embedder = new
-        for f in (self.data_dir / "index").glob("*.usearch"):
-            f.unlink(missing_ok=True)
+        for pattern in ("*.usearch", "*.vec.npz"):     # the old model's vectors (snapshots also check the epoch)
+            for f in (self.data_dir / "index").glob(pattern):
+                f.unlink(missing_ok=True)
         self.shards = self._new_shards()
         self._epoch = epoch + 1
         self.__dict__.pop("_query_cache", None)

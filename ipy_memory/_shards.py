@@ -4,8 +4,10 @@ Each engine reads the change log after the last seq it applied, so a memory stor
 kernel is searchable on this kernel's next call; applying a change twice is harmless (adds skip
 known keys, removes skip unknown ones), which keeps loading and syncing simple.
 
-On close, large spaces are snapshotted beside the database (lexical postings as `.lex.npz`, HNSW
-graphs as `.usearch`), tagged with the store id and the change-log seq they reflect. A snapshot is
+On close, large spaces are snapshotted beside the database (lexical postings as `.lex.npz`, vectors
+as `.vec.npz`, HNSW graphs as `.usearch`), the first two tagged with the store id and the change-log
+seq they reflect. Reading 100k vectors row by row from SQLite takes about a second, the snapshot a
+tenth of that; it costs a second copy of the vectors on disk. A snapshot is
 only a cache: a missing, stale, damaged or foreign one is ignored and the space is rebuilt from
 SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
 the default hashing embedder only duplicate checks need them, not recall.
@@ -29,6 +31,7 @@ from .vectors import VectorShard
 log = logging.getLogger("ipy_memory")
 
 SNAPSHOT_MIN_NODES = 2000      # smaller spaces load from SQLite in a few milliseconds
+_DAMAGED = (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError)
 
 
 def _alive(pid: int) -> bool:
@@ -73,6 +76,10 @@ class Shards:
         self.seq = store.max_seq()
         self._version = store.data_version()
         self.store_id = store.get_meta("store_id") or ""
+        self.epoch = self._epoch()       # bumped by reembed(): vectors of another epoch are another model's
+
+    def _epoch(self) -> int:
+        return int(self.store.get_meta("epoch") or 0)
 
     def _file(self, space: str, suffix: str) -> Path:
         return self.dir / (hashlib.sha1(space.encode()).hexdigest()[:20] + suffix)
@@ -83,11 +90,14 @@ class Shards:
     def snapshot_path(self, space: str) -> Path:
         return self._file(space, ".lex.npz")
 
+    def vectors_path(self, space: str) -> Path:
+        return self._file(space, ".vec.npz")
+
     def drop(self, space: str) -> None:
         """Forget a space's in-memory indexes and its snapshot files (they are rebuilt on next use)."""
         self.loaded.pop(space, None)
-        self.graph_path(space).unlink(missing_ok=True)
-        self.snapshot_path(space).unlink(missing_ok=True)
+        for path in (self.graph_path(space), self.snapshot_path(space), self.vectors_path(space)):
+            path.unlink(missing_ok=True)
 
     def get(self, space: str) -> Shard:
         shard = self.loaded.get(space)
@@ -115,19 +125,13 @@ class Shards:
             return None
         try:
             with np.load(path, allow_pickle=False) as data:
-                seq, store_id = int(data["seq"]), str(data["store_id"])
-                if store_id != self.store_id or seq > self.store.max_seq():
-                    return None                       # another store's file, or a restored older database
-                floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
-                if floor is not None and floor > seq + 1 and seq < self.store.max_seq():
-                    return None                       # the change log no longer reaches back to it
-                lex = LexicalShard.from_snapshot(data, self.s)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
+                seq = self._replayable(data)
+                lex = None if seq is None else LexicalShard.from_snapshot(data, self.s)
+        except _DAMAGED:
             return None                               # damaged: rebuild from SQLite
         if lex is None:
             return None
-        changes = self.store.query("SELECT op, node_key FROM changes WHERE seq > ? AND space = ? ORDER BY seq",
-                                   (seq, space))
+        changes = self._changes_since(seq, space)
         for op, key in changes:
             if op == "del":
                 lex.remove(key)
@@ -138,6 +142,20 @@ class Shards:
         expiry = [k for op, k in changes if op == "expiry"]
         self._apply_expiry(lex, expiry)
         return lex
+
+    def _replayable(self, data) -> int | None:
+        """The seq a snapshot reflects, if it is this store's and the change log still reaches it."""
+        seq, store_id, epoch = int(data["seq"]), str(data["store_id"]), int(data["epoch"])
+        if store_id != self.store_id or seq > self.store.max_seq() or epoch != self._epoch():
+            return None                               # another store's file, or a restored older database
+        floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
+        if floor is not None and floor > seq + 1 and seq < self.store.max_seq():
+            return None                               # the change log no longer reaches back to it
+        return seq
+
+    def _changes_since(self, seq: int, space: str) -> list[tuple[str, int]]:
+        return self.store.query("SELECT op, node_key FROM changes WHERE seq > ? AND space = ? ORDER BY seq",
+                                (seq, space))
 
     def fetch_vectors(self, keys) -> np.ndarray:
         """Exact vectors from SQLite, in the order of `keys` (zeros for unknown keys)."""
@@ -150,19 +168,50 @@ class Shards:
         zero = bytes(2 * self.dim)
         return decode_vecs([found.get(k, zero) for k in keys], self.dim)
 
+    def _new_vectors(self) -> VectorShard:
+        return VectorShard(self.dim, self.s, graph=self.graph, fetch=self.fetch_vectors)
+
+    def _load_vector_snapshot(self, space: str) -> tuple[VectorShard, bool] | None:
+        """The snapshot with the change log replayed on it, and whether anything was replayed."""
+        path = self.vectors_path(space)
+        if not path.exists():
+            return None
+        vec = self._new_vectors()
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                seq = self._replayable(data)
+                if seq is None:
+                    return None
+                vec.restore(data)
+        except _DAMAGED:
+            return None                               # damaged: reload from SQLite
+        changes = self._changes_since(seq, space)
+        for op, key in changes:
+            if op == "del":
+                vec.remove(key)
+        self._add_vectors(vec, [k for op, k in changes if op == "add"], build=False)
+        self._apply_tiers(vec, [k for op, k in changes if op == "tier"])
+        return vec, bool(changes)
+
     def _load_vectors(self, space: str) -> tuple[VectorShard, bool]:
-        vec = VectorShard(self.dim, self.s, graph=self.graph, fetch=self.fetch_vectors)
-        rows = self.store.query("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
-                                "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
-        hot = self.hot_tier()
-        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim), cold=[r[2] != hot for r in rows],
-                build=False)
+        """The space's vectors, and whether they differ from what is saved (worth saving at close)."""
+        loaded = self._load_vector_snapshot(space)
+        if loaded is not None:
+            vec, dirty = loaded
+        else:
+            vec = self._new_vectors()
+            rows = self.store.query("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
+                                    "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
+            hot = self.hot_tier()
+            vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
+                    cold=[r[2] != hot for r in rows], build=False)
+            dirty = len(vec) >= SNAPSHOT_MIN_NODES
         if vec.graph_allowed and vec.hot_count >= self.s.exact_threshold:
             graph_file = self._file(space, ".usearch")
             if not (graph_file.exists() and vec.adopt_graph(graph_file)):
                 vec.build_graph()
                 return vec, True
-        return vec, False
+        return vec, dirty
 
     # ------------------------------------------------------------------------------ syncing
     def sync(self, force: bool = False) -> None:
@@ -206,31 +255,34 @@ class Shards:
         for space, keys in tiers.items():
             shard = self.loaded[space]
             if shard.vec_loaded:
-                self._apply_tiers(shard, keys)
+                self._apply_tiers(shard.vec, keys)
+                shard.vec_dirty = True
 
-    def _apply_tiers(self, shard: Shard, keys: list[int]) -> None:
+    def _apply_tiers(self, vec: VectorShard, keys: list[int]) -> None:
         hot = self.hot_tier()
         for i in range(0, len(keys), 5000):
             chunk = keys[i:i + 5000]
             for key, tier in self.store.query(
                     f"SELECT n.key, d.tier FROM nodes n JOIN documents d ON d.id = n.document_id "
                     f"WHERE n.key IN ({','.join('?' * len(chunk))})", chunk):
-                shard.vec.set_cold(key, tier != hot)
-        shard.vec_dirty = True
+                vec.set_cold(key, tier != hot)
+
+    def _add_vectors(self, vec: VectorShard, keys: list[int], build: bool = True) -> None:
+        hot = self.hot_tier()
+        for i in range(0, len(keys), 5000):
+            chunk = keys[i:i + 5000]
+            rows = self.store.query(f"SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON "
+                                    f"n.key = v.node_key JOIN documents d ON d.id = n.document_id "
+                                    f"WHERE v.node_key IN ({','.join('?' * len(chunk))})", chunk)
+            vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
+                    cold=[r[2] != hot for r in rows], build=build)
 
     def _apply_adds(self, shard: Shard, keys: list[int]) -> None:
         for i in range(0, len(keys), 5000):
-            chunk = keys[i:i + 5000]
-            marks = ",".join("?" * len(chunk))
-            shard.lex.add(self._rows(f"n.key IN ({marks})", chunk))
-            if shard.vec_loaded:
-                vec_rows = self.store.query(f"SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON "
-                                            f"n.key = v.node_key JOIN documents d ON d.id = n.document_id "
-                                            f"WHERE v.node_key IN ({marks})", chunk)
-                hot = self.hot_tier()
-                shard.vec.add([r[0] for r in vec_rows], decode_vecs([r[1] for r in vec_rows], self.dim),
-                              cold=[r[2] != hot for r in vec_rows])
-            shard.lex_dirty = shard.vec_dirty = True
+            shard.lex.add(self._rows(f"n.key IN ({','.join('?' * len(keys[i:i + 5000]))})", keys[i:i + 5000]))
+        if shard.vec_loaded:
+            self._add_vectors(shard.vec, keys)
+        shard.lex_dirty = shard.vec_dirty = True
 
     def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:
         for i in range(0, len(keys), 5000):
@@ -267,15 +319,19 @@ class Shards:
                 shard.lex_dirty = False
             if shard.vec_loaded and shard.vec_dirty:
                 self.dir.mkdir(mode=0o700, exist_ok=True)
-                if shard.vec.save_graph(self._file(space, ".usearch")):
-                    shard.vec_dirty = False
+                shard.vec.save_graph(self._file(space, ".usearch"))      # first: it adds the tail rows
+                if len(shard.vec) >= SNAPSHOT_MIN_NODES:
+                    self._write_snapshot(self.vectors_path(space), shard.vec.arrays())
+                shard.vec_dirty = False
 
     def _save_snapshot(self, space: str, shard: Shard) -> None:
+        self._write_snapshot(self.snapshot_path(space), shard.lex.snapshot())
+
+    def _write_snapshot(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        path = self._file(space, ".lex.npz")
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
         with open(tmp, "wb") as f:
-            np.savez(f, seq=np.array(self.seq), store_id=np.array(self.store_id), **shard.lex.snapshot())
+            np.savez(f, seq=np.array(self.seq), store_id=np.array(self.store_id), epoch=np.array(self.epoch), **arrays)
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
 

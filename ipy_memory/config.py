@@ -57,6 +57,10 @@ class Settings:
     recency_weight: float = 0.05
     recency_half_life: float = 30 * DAY
     # vector index
+    # "auto": an HNSW graph for large spaces of a real model's vectors; the hashing embedder's spread
+    # almost uniformly, where HNSW measured badly (BENCHMARKS.md), so they are always scanned exactly.
+    # "hnsw": a graph whenever vectors rank recall; "exact": never a graph.
+    vector_index: str = "auto"
     exact_threshold: int = 20_000       # below this many vectors in a space, search exactly
     hnsw_connectivity: int = 16
     hnsw_expansion_add: int = 128
@@ -65,6 +69,10 @@ class Settings:
     # recall block
     locale: str = "en"
     token_counter: Callable[[str], int] = field(default=_default_tokens, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.vector_index not in ("auto", "hnsw", "exact"):
+            raise InvalidArgument(f"vector_index must be 'auto', 'hnsw' or 'exact', not {self.vector_index!r}")
 
     def ttl_for(self, scope: str) -> float | None:
         return {"session": self.ttl_session, "project": self.ttl_project, "global": self.ttl_global}[scope]

@@ -64,8 +64,9 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         self._epoch = self._store_epoch()
 
     def _new_shards(self) -> Shards:
-        # An HNSW graph only pays where vectors rank recall; the hashing embedder's serve dedup only.
-        graph = self.embedder.semantic or self.settings.vector_weight_hash > 0
+        # An HNSW graph only pays for a real model's vectors (see Settings.vector_index).
+        ranks = self.embedder.semantic or self.settings.vector_weight_hash > 0
+        graph = {"auto": self.embedder.semantic, "hnsw": ranks, "exact": False}[self.settings.vector_index]
         return Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index", graph=graph,
                       hot_tier=lambda: self._policy().names[0])
 

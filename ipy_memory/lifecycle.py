@@ -367,9 +367,9 @@ class LifecycleMixin:
             self.shards.drop(space)               # saved files hold the same tombstones
             self.shards.get(space).lex_dirty = True
         spaces = [s[0] for s in self.store.query("SELECT DISTINCT space FROM documents")]
-        live = {self.shards.graph_path(s).name for s in spaces} | {self.shards.snapshot_path(s).name for s in spaces}
+        live = {p(s).name for s in spaces for p in (self.shards.graph_path, self.shards.snapshot_path, self.shards.vectors_path)}
         if self.shards.dir.exists():
-            for f in [*self.shards.dir.glob("*.usearch"), *self.shards.dir.glob("*.lex.npz")]:
+            for f in [f for pattern in ("*.usearch", "*.lex.npz", "*.vec.npz") for f in self.shards.dir.glob(pattern)]:
                 if f.name not in live:
                     f.unlink(missing_ok=True)
         self.shards.save()

@@ -190,6 +190,29 @@ class VectorShard:
         self.dead = 0
         self._orphan_cache = None
 
+    # ------------------------------------------------------------------------------ snapshots
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones."""
+        hot, low = self.alive.view, self.low.alive.view
+        return {"hot_keys": self.keys.view[hot], "hot": self.mat.view[hot],
+                "low_keys": self.low.keys.view[low], "low": self.low.mat.view[low]}
+
+    def restore(self, data) -> None:
+        """Load `arrays()` of an earlier session into this empty shard, without conversion."""
+        hot_keys, hot = np.asarray(data["hot_keys"]), np.asarray(data["hot"])
+        low_keys, low = np.asarray(data["low_keys"]), np.asarray(data["low"])
+        if (hot_keys.dtype != np.int64 or low_keys.dtype != np.int64 or hot.dtype != np.float16
+                or low.dtype != np.int8 or hot.shape != (len(hot_keys), self.dim)
+                or low.shape != (len(low_keys), self.dim) or len(self)):
+            raise ValueError("not a vector snapshot of this shard's shape")
+        for keys, mat, part in ((hot_keys, hot, self), (low_keys, low, self.low)):
+            part.keys.extend(keys)
+            part.mat.extend(mat)
+            part.alive.extend(np.ones(len(keys), bool))
+            part.row_of = dict(zip(keys.tolist(), range(len(keys))))
+        if len(self.row_of) != len(hot_keys) or len(self.low.row_of) != len(low_keys) or self.row_of.keys() & self.low.row_of.keys():
+            raise ValueError("duplicate keys in a vector snapshot")
+
     # ------------------------------------------------------------------------------ reads
     def get(self, keys) -> np.ndarray:
         """Stored vectors for keys, exact for every tier (zeros for unknown keys)."""

@@ -50,7 +50,7 @@ WORKER = textwrap.dedent(r'''
         return f"Memory {token(w, i)} from worker {w}: {words}."
 
     eng = MemoryEngine(data_dir, project="shared", session=f"w{w}",
-                       settings=Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3))
+                       settings=Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3, vector_index="hnsw"))
     acked, forgotten, errors, not_found = {}, set(), [], 0
     dups, seen_others, recalls = 0, 0, 0
     t0 = time.perf_counter()
@@ -183,8 +183,8 @@ def graph_misses(problems: list[str]) -> tuple[int, list[str]]:
 def check_run(data_dir: Path, tmp_path: Path, n: int, exact: int, seed: int, timeout: float, check_indexes,
               miss_rate: float = 0.0):
     """Run the workers and check everything; `miss_rate`: share of HNSW self-search misses accepted."""
-    # vector_weight_hash > 0: hash vectors rank recall too, so spaces above `exact` get an HNSW graph
-    settings = Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3)
+    # vector_index="hnsw" and vector_weight_hash > 0: hash vectors rank recall too, so spaces above `exact` get an HNSW graph
+    settings = Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3, vector_index="hnsw")
     # a long-lived kernel: open before the workers start, with both spaces loaded
     long_lived = MemoryEngine(data_dir, project="shared", session="parent", settings=settings)
     try:

@@ -25,10 +25,10 @@ from ipy_memory import MemoryEngine, Settings, StorageError
 from ipy_memory.embeddings import HashEmbedder
 from ipy_memory.vectors import VectorShard
 
-# exact_threshold=100 and vector_weight_hash > 0: spaces above 100 vectors get an HNSW graph even with
+# exact_threshold=100, vector_index="hnsw" and vector_weight_hash > 0: spaces above 100 vectors get an HNSW graph even with
 # the offline hashing embedder; with the snapshot threshold lowered to 300 (see `small_snapshots`), the
 # 600-memory space also gets a lexical snapshot on close.
-S = Settings(exact_threshold=100, vector_weight_hash=0.3)
+S = Settings(exact_threshold=100, vector_weight_hash=0.3, vector_index="hnsw")
 N = 600
 SNAPSHOT_MIN = 300     # lexical snapshots are written for spaces this large (the engine's default is 2,000)
 T0 = 1_750_000_000.0
@@ -76,7 +76,7 @@ def base(tmp_path_factory):
                            for i in range(30)])
         eng.recall("warm up the vectors")
     files = sorted(p.name for p in (d / "index").iterdir())
-    assert any(f.endswith(".usearch") for f in files) and any(f.endswith(".lex.npz") for f in files), files
+    assert all(any(f.endswith(s) for f in files) for s in (".usearch", ".lex.npz", ".vec.npz")), files
     return d, answers(d)
 
 
@@ -121,10 +121,10 @@ DAMAGE = {
     "random-tail": lambda p, foreign: _overwrite(p, p.stat().st_size // 2, 4096),
     "foreign-store": lambda p, foreign: foreign_snapshot(p, foreign),
     "other-dimension": lambda p, foreign: other_dim_graph(p),                 # .usearch only
-    "other-format": lambda p, foreign: np.savez(open(p, "wb"), seq=np.array(1)),  # .lex.npz only
+    "other-format": lambda p, foreign: np.savez(open(p, "wb"), seq=np.array(1)),  # snapshots only
 }
 CASES = [pytest.param(suffix, kind, marks=[])
-         for suffix in (".usearch", ".lex.npz") for kind in DAMAGE
+         for suffix in (".usearch", ".lex.npz", ".vec.npz") for kind in DAMAGE
          if not (kind == "other-dimension" and suffix != ".usearch") and not (kind == "other-format" and suffix == ".usearch")]
 
 

@@ -29,8 +29,8 @@ from usearch.index import Index
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
 EXACT = 200          # spaces above this many vectors use (and save) an HNSW graph
-# vector_weight_hash > 0: the hashing embedder's vectors rank recall, so large spaces get a graph
-SETTINGS = Settings(exact_threshold=EXACT, hnsw_tail=64, vector_weight_hash=0.3)
+# vector_index="hnsw" and vector_weight_hash > 0: the hashing embedder's vectors rank recall and large spaces get a graph
+SETTINGS = Settings(exact_threshold=EXACT, hnsw_tail=64, vector_weight_hash=0.3, vector_index="hnsw")
 
 CHILD = textwrap.dedent(r'''
     import os, random, sys, time
@@ -48,7 +48,7 @@ CHILD = textwrap.dedent(r'''
 
     from ipy_memory import EmbedderMismatch, HashEmbedder
     clock = (lambda: time.time() + 40 * 86400) if mode == "rotate" else None    # old enough to move tiers
-    opts = dict(project="p", session=f"crash{seed}", settings=Settings(exact_threshold=exact, hnsw_tail=tail, vector_weight_hash=0.3),
+    opts = dict(project="p", session=f"crash{seed}", settings=Settings(exact_threshold=exact, hnsw_tail=tail, vector_weight_hash=0.3, vector_index="hnsw"),
                 clock=clock)
     try:
         eng = MemoryEngine(data_dir, **opts)

@@ -229,3 +229,19 @@ def test_near_duplicate_markdown_document_is_detected(mem):
     assert b.duplicate and b.existing.id == a.id
     c = mem.remember("Tenure and support tickets matter most.")        # one section alone is new
     assert c.stored
+
+
+@pytest.mark.parametrize("mode,graph", [("auto", False), ("hnsw", True), ("exact", False)])
+def test_vector_index_setting_decides_the_graph(tmp_path, mode, graph):
+    """The hashing embedder's vectors are scanned exactly unless a graph is asked for ("hnsw")."""
+    s = Settings(exact_threshold=50, vector_weight_hash=0.3, vector_index=mode)
+    with MemoryEngine(tmp_path, project="p", settings=s) as mem:
+        mem.remember_many([{"content": f"note {i} about topic {i % 7} and item {i}", "force": True} for i in range(80)])
+        assert [h.text for h in mem.recall("item 42 topic 0", limit=1)] == ["note 42 about topic 0 and item 42"]
+        assert (mem.shards.get("project:p").vec.graph is not None) == graph
+    assert bool(list((tmp_path / "index").glob("*.usearch"))) == graph
+
+
+def test_vector_index_setting_is_validated():
+    with pytest.raises(InvalidArgument, match="vector_index"):
+        Settings(vector_index="fast")

@@ -41,7 +41,7 @@ def _results(mem, queries):
 
 
 def test_index_files_rebuilt_when_missing_or_damaged(tmp_path):
-    settings = Settings(exact_threshold=50, vector_weight_hash=0.3)   # vectors rank, so small data gets a graph
+    settings = Settings(exact_threshold=50, vector_weight_hash=0.3, vector_index="hnsw")   # vectors rank, so small data gets a graph
     texts = [f"memory {i} about topic {i % 7} with detail {i * 13 % 101}" for i in range(300)]
     queries = ["topic 3 detail", "memory 42", "topic 6"]
     with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
@@ -64,7 +64,7 @@ def test_index_files_rebuilt_when_missing_or_damaged(tmp_path):
 
 def test_reopen_adopts_the_saved_graph_without_rebuilding(tmp_path, monkeypatch):
     from ipy_memory import vectors
-    settings = Settings(exact_threshold=50, vector_weight_hash=0.3)
+    settings = Settings(exact_threshold=50, vector_weight_hash=0.3, vector_index="hnsw")
     with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
         mem.remember_many([{"content": f"fact {i} about widget {i % 13}", "force": True} for i in range(200)])
         mem.recall("widget 3")                                     # loads vectors: the graph is built once

@@ -160,7 +160,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["add", "add", "add-md", "forget", "for
 def test_forget_removes_everywhere(check_indexes, ops, exact):
     """Random remember / forget (whole memories and single sections) / recall sequences, in exact and
     HNSW-backed spaces: SQLite, the lexical shard and the vector shard agree, forgotten text is unfindable."""
-    s = Settings(exact_threshold=exact, vector_weight_hash=0.3, hnsw_tail=4)
+    s = Settings(exact_threshold=exact, vector_weight_hash=0.3, vector_index="hnsw", hnsw_tail=4)
     with store(settings=s) as eng:
         live, gone = {}, set()
         for i, (op, n) in enumerate(ops):          # i makes every stored text unique

@@ -241,7 +241,7 @@ def _mode(p: Path) -> int:
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
 def test_file_modes(tmp_path, open_umask):
     d = tmp_path / "new" / "mem"
-    s = Settings(exact_threshold=50, vector_weight_hash=0.3)
+    s = Settings(exact_threshold=50, vector_weight_hash=0.3, vector_index="hnsw")
     eng = MemoryEngine(d, project="p", settings=s)
     try:
         eng.remember_many([{"content": f"memory {i} about z{i}q", "force": True} for i in range(2100)])
@@ -267,7 +267,7 @@ ORPHANS = ".usearch.orphans.npy"
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
 def test_graph_sidecar_file_mode(tmp_path, open_umask):
     d = tmp_path / "mem"
-    with MemoryEngine(d, project="p", settings=Settings(exact_threshold=50, vector_weight_hash=0.3)) as eng:
+    with MemoryEngine(d, project="p", settings=Settings(exact_threshold=50, vector_weight_hash=0.3, vector_index="hnsw")) as eng:
         eng.remember_many([{"content": f"memory {i} about z{i}q", "force": True} for i in range(120)])
         eng.recall("memory z5q")
     sidecars = list(d.rglob("*" + ORPHANS))
@@ -292,7 +292,7 @@ def test_names_never_escape_the_data_dir(tmp_path, name, kind):
     d.mkdir(parents=True, exist_ok=True)
     outside_before = {p for p in tmp_path.rglob("*") if not p.is_relative_to(d)}
     try:
-        eng = MemoryEngine(d, **{kind: name}, settings=Settings(exact_threshold=5, vector_weight_hash=0.3))
+        eng = MemoryEngine(d, **{kind: name}, settings=Settings(exact_threshold=5, vector_weight_hash=0.3, vector_index="hnsw"))
     except InvalidArgument:
         return
     try:

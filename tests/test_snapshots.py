@@ -6,6 +6,7 @@ import pytest
 
 from ipy_memory import MemoryEngine
 from ipy_memory import _shards
+from ipy_memory.embeddings.hashing import HashEmbedder
 
 TEXTS = [f"entry {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} lantern number {i % 97}" for i in range(2500)]
 QUERIES = ["amber lantern 12", "cobalt", "jade lantern number 5", "onyx 96"]
@@ -70,4 +71,71 @@ def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch):
         shutil.copy(next((other / "index").glob("*.lex.npz")), snap)
     with MemoryEngine(path, project="p") as mem:
         assert not loaded_from_snapshot(mem, monkeypatch)
+        assert results(mem) == expected
+
+
+# ----------------------------------------------------------------------------------- vectors
+def vectors_from_snapshot(mem, monkeypatch) -> bool:
+    """Load the space's vectors; True if they came from `.vec.npz` rather than SQLite's rows."""
+    calls = []
+    real = _shards.Shards._load_vector_snapshot
+    monkeypatch.setattr(_shards.Shards, "_load_vector_snapshot",
+                        lambda self, space: calls.append(r := real(self, space)) or r)
+    mem.shards.get("project:p").vec
+    return calls[0] is not None
+
+
+def test_vector_snapshot_written_used_and_replayed(store, monkeypatch, check_indexes):
+    path, expected = store
+    with MemoryEngine(path, project="p") as mem:
+        mem.remember("a cobalt lantern, checked for duplicates")     # loads the vectors (dedup)
+    assert len(list((path / "index").glob("*.vec.npz"))) == 1
+    with MemoryEngine(path, project="p") as writer:               # vectors never loaded: the file goes stale
+        new = writer.remember("a brand new jade lantern", force=True).id
+        gone = writer.list_memories(limit=1, offset=3)[0].id
+        writer.forget(gone)
+    with MemoryEngine(path, project="p") as mem:
+        assert vectors_from_snapshot(mem, monkeypatch)
+        assert not check_indexes(mem)                               # every vector equals SQLite's
+        keys = {k for k, in mem.store.query("SELECT n.key FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                            "WHERE d.id = ?", (new,))}
+        assert keys <= set(mem.shards.get("project:p").vec.row_of)
+
+
+def test_vector_snapshot_of_another_embedder_epoch_is_ignored(store, monkeypatch, check_indexes):
+    """reembed() bumps the epoch: a snapshot of the old model's vectors (a kernel saving late) is not used."""
+    path, _ = store
+    with MemoryEngine(path, project="p") as mem:
+        mem.shards.get("project:p").vec
+    old = next((path / "index").glob("*.vec.npz"))
+    saved = old.read_bytes()
+    other = HashEmbedder(char_ngrams=(3,))                         # the same dimension, other vectors
+    other.name = "hash-trigrams-384"
+    with MemoryEngine(path, project="p") as mem:
+        mem.reembed(other, progress=False)
+    old.write_bytes(saved)
+    with MemoryEngine(path, project="p", embedder=other) as mem:
+        assert not vectors_from_snapshot(mem, monkeypatch)
+        assert not check_indexes(mem)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign"])
+def test_bad_vector_snapshot_is_ignored(store, tmp_path_factory, damage, monkeypatch, check_indexes):
+    path, expected = store
+    with MemoryEngine(path, project="p") as mem:
+        mem.shards.get("project:p").vec
+    snap = next((path / "index").glob("*.vec.npz"))
+    if damage == "garbage":
+        snap.write_bytes(b"\x00not a zip" * 100)
+    elif damage == "truncate":
+        snap.write_bytes(snap.read_bytes()[:5000])
+    else:
+        other = tmp_path_factory.mktemp("other")
+        with MemoryEngine(other, project="p") as mem:
+            mem.remember_many([{"content": t + " different", "force": True} for t in TEXTS])
+            mem.shards.get("project:p").vec
+        shutil.copy(next((other / "index").glob("*.vec.npz")), snap)
+    with MemoryEngine(path, project="p") as mem:
+        assert not vectors_from_snapshot(mem, monkeypatch)
+        assert not check_indexes(mem)
         assert results(mem) == expected
