@@ -106,6 +106,14 @@ def answer_cues(text: str) -> int:
     return _flags(text, (_NUMBER, _TIME, _NAME))
 
 
+ASKS = 8     # a cue bit of its own: the text asks a question
+_ASKS = re.compile(r"？|\?(?=[\s\"'”’)\]]|$)")   # not the "?" of a URL's query string
+
+
+def asks_question(text: str) -> bool:
+    return bool(_ASKS.search(text))
+
+
 def question_cues(query: str) -> int:
     """Bit flags of the answer kinds a query asks for (same bits as `answer_cues`)."""
     return _flags(query, (_Q_NUMBER, _Q_TIME, _Q_NAME))

@@ -47,6 +47,7 @@ class Settings:
     title_weight: float = 0.75                         # query names a heading / speaker of the node (x)
     title_match_weight: float = 0.5                    # ... and the heading's own match (+, finds headings)
     cue_weight: float = 0.3                            # node holds the kind of answer asked for
+    reply_weight: float = 0.35                         # share of a question's own match lent to the next node (its answer)
     sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
     # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
     vector_weight_semantic: float = 0.3

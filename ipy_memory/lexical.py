@@ -9,6 +9,7 @@ more than one column can give. Each node is scored as
     + title_match_weight * idf of the query terms found in the node's heading / speaker
     x (1 + title_weight * share of the query's idf found in the node's heading / speaker)
     x (1 + cue_weight) when the node holds the kind of answer asked for (number, time, name)
+    + reply_weight * bm25(previous node) when the previous node asks a question: this one answers it
 
 Neighbours are the previous/next sections or messages of the same document; flat memories stored
 one after another in the same session (within `sequence_window` seconds) are neighbours too.
@@ -87,7 +88,7 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 2     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 3     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self) -> dict[str, np.ndarray]:
         out = {c: getattr(self, c).view for c in self._COLUMNS}
@@ -157,7 +158,7 @@ class LexicalShard:
                 doc_terms.setdefault(ds, Counter()).update(tf)
             self.doc_text.view[ds] += bool(ts)
             lengths.append(len(ts))
-            cues.append(_text.answer_cues(message))
+            cues.append(_text.answer_cues(message) | _text.ASKS * _text.asks_question(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
             link = -1
             if r.ord > 0 and slot > base and rows[slot - base - 1].document_id == r.document_id:
@@ -307,6 +308,9 @@ class LexicalShard:
         prev, nxt = self.prev.padded().copy(), self.next.padded().copy()
         prev[prev < 0] = size
         nxt[nxt < 0] = size
+        if self.s.reply_weight:          # the answer to a question rarely repeats its words
+            asks = np.append((self.cues.view & _text.ASKS) != 0, False)
+            score[:size] += self.s.reply_weight * (own * asks)[prev[:size]]
         if self.s.context_mode == "columns":
             score += self._context_columns(lists, prev, nxt, dead, size)
         else:

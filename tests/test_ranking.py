@@ -6,7 +6,7 @@ with the mechanism switched off through its Settings field.
 
 import pytest
 
-from ipy_memory import MemoryEngine, Settings
+from ipy_memory import MemoryEngine, Settings, _text
 
 RUNBOOK = (
     "## Access\n\nOrion is reached through the bastion host; ask Dana for a key to orion and keep it in the agent.\n\n"
@@ -81,3 +81,45 @@ def test_two_sections_are_not_enough_to_call_a_term_shared(tmp_path):
             m.remember(note)
             scores.append([(h.title, h.score) for h in m.recall("zephyr")])
     assert scores[0] == scores[1]
+
+
+@pytest.fixture(params=[None, 0.0], ids=["reply", "no-reply"])
+def replies(request, tmp_path):
+    """An engine with the default `reply_weight` or none, and whether replies are on."""
+    s = Settings() if request.param is None else Settings().with_(reply_weight=request.param)
+    with MemoryEngine(tmp_path / "m", project="p", session="s", settings=s) as m:
+        yield m, request.param is None
+
+
+def test_answer_after_a_question_in_a_chat_inherits_its_match(replies):
+    m, on = replies
+    m.remember_exchange("deploy chat", [
+        {"role": "user", "content": "The staging proxy was restarted this morning after the certificate change."},
+        {"role": "assistant", "content": "Noted, I will watch the error rate for an hour."},
+        {"role": "user", "content": "Which port does the staging proxy listen on now?"},
+        {"role": "assistant", "content": "8443, behind the load balancer; the old one is closed."},
+        {"role": "user", "content": "Thanks. Also remind me to renew the proxy certificate next month."},
+        {"role": "assistant", "content": "Reminder set for the first of next month."},
+    ])
+    texts = [h.text for h in m.recall("staging proxy port")]
+    assert texts[0].startswith("Which port")
+    # the answer shares no word with the query: only the question before it makes it relevant
+    assert (texts[1].startswith("8443")) is on
+
+
+def test_section_after_an_open_question_in_a_note_inherits_its_match(replies):
+    m, on = replies
+    m.remember("# Database\n\n## Open questions\n\nShould the nightly backup move to the new object store?\n\n"
+               "## Decision\n\nYes: from June it writes there, and the old bucket is read-only.\n\n"
+               "## Restore\n\nRestores still read the old bucket until the nightly copies catch up.\n\n"
+               "## Monitoring\n\nThe nightly backup job reports to the ops channel; a missing report pages on-call.\n")
+    titles = [h.title for h in m.recall("nightly backup object store")]
+    assert titles[0] == "Open questions"
+    assert (titles[1] == "Decision") is on
+
+
+def test_asks_question():
+    assert _text.asks_question("How long have you had them?")
+    assert _text.asks_question("Really? Wow.") and _text.asks_question("你好吗？好")
+    assert not _text.asks_question("see https://example.org/a?b=1 for details")
+    assert not _text.asks_question("No question here.")
