@@ -34,9 +34,8 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
     if norm == 0:
         return None
     docvec /= norm
-    keys = {int(k) for k in shard.vec.search(docvec, 5)[0]}
-    for vec in p.vectors[:8]:
-        keys.update(int(k) for k in shard.vec.search(vec, 3)[0])
+    found = shard.vec.search_many(np.vstack([docvec[None], p.vectors[:8]]), 5)
+    keys = {int(k) for k in found[0][0]} | {int(k) for f in found[1:] for k in f[0][:3]}
     if not keys:
         return None
     marks = ",".join("?" * len(keys))
