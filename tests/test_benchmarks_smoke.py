@@ -106,3 +106,11 @@ def test_locomo_all_modes_and_settings(tmp_path):
     for name in ("ipy_memory turns", "ipy_memory sessions", "ipy_memory exchange", "BM25 (numpy)"):
         assert f"| overall | {name} | 10 |" in p.stdout, name    # 2 conversations x 5 questions with evidence
     assert "5 adversarial" in p.stdout
+
+
+def test_vector_index_quick(tmp_path):
+    out = _run([str(BENCH / "vector_index.py"), "--quick"], tmp_path).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| exact") or line.startswith("| HNSW")]
+    assert len(rows) == 2, out
+    exact_recall = float(rows[0].split("|")[4])
+    assert exact_recall >= 0.99, out      # the exact scan is exact (float16 candidates, float32 rescoring)
