@@ -106,12 +106,16 @@ def answer_cues(text: str) -> int:
     return _flags(text, (_NUMBER, _TIME, _NAME))
 
 
-ASKS = 8     # a cue bit of its own: the text asks a question
-_ASKS = re.compile(r"？|\?(?=[\s\"'”’)\]]|$)")   # not the "?" of a URL's query string
+# Cue bits of their own: the text asks a question (the next message answers it), and it ends with one
+# (it hands the turn over: it is no answer itself). Not the "?" of a URL's query string.
+ASKS, ENDS_ASKING = 8, 16
+_ASKS = re.compile(r"？|\?(?=[\s\"'”’)\]]|\Z)")
+_ENDS_ASKING = re.compile(r"[?？]\W*\Z")
 
 
-def asks_question(text: str) -> bool:
-    return bool(_ASKS.search(text))
+def question_marks(text: str) -> int:
+    """ASKS | ENDS_ASKING bits of a message: "Nice! Have you been?" has both, "Why? I'll tell you." ASKS."""
+    return (ASKS if _ASKS.search(text) else 0) | (ENDS_ASKING if _ENDS_ASKING.search(text) else 0)
 
 
 def question_cues(query: str) -> int:

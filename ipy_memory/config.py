@@ -48,6 +48,7 @@ class Settings:
     title_match_weight: float = 0.5                    # ... and the heading's own match (+, finds headings)
     cue_weight: float = 0.3                            # node holds the kind of answer asked for
     reply_weight: float = 0.35                         # share of a question's own match lent to the next node (its answer)
+    question_discount: float = 0.2                     # a node ending with a question is not an answer (x)
     sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
     # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
     vector_weight_semantic: float = 0.3

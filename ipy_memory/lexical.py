@@ -5,11 +5,12 @@ machine, against well under a millisecond for postings scored with numpy, and th
 more than one column can give. Each node is scored as
 
     bm25(node) + sum_d w_d * (bm25(node at -d) + bm25(node at +d))   neighbours lend context
+    + reply_weight * bm25(node at -1) if that node asks a question        this one answers it
     + parent_weight * bm25(document)                                  roll-up, never a filter
     + title_match_weight * idf of the query terms found in the node's heading / speaker
     x (1 + title_weight * share of the query's idf found in the node's heading / speaker)
     x (1 + cue_weight) when the node holds the kind of answer asked for (number, time, name)
-    + reply_weight * bm25(previous node) when the previous node asks a question: this one answers it
+    x (1 - question_discount) when the node itself ends with a question: it holds no answer
 
 Neighbours are the previous/next sections or messages of the same document; flat memories stored
 one after another in the same session (within `sequence_window` seconds) are neighbours too.
@@ -88,7 +89,7 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 3     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 4     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self) -> dict[str, np.ndarray]:
         out = {c: getattr(self, c).view for c in self._COLUMNS}
@@ -158,7 +159,7 @@ class LexicalShard:
                 doc_terms.setdefault(ds, Counter()).update(tf)
             self.doc_text.view[ds] += bool(ts)
             lengths.append(len(ts))
-            cues.append(_text.answer_cues(message) | _text.ASKS * _text.asks_question(message))
+            cues.append(_text.answer_cues(message) | _text.question_marks(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
             link = -1
             if r.ord > 0 and slot > base and rows[slot - base - 1].document_id == r.document_id:
@@ -329,6 +330,8 @@ class LexicalShard:
             tscore, t_idf = self._bm25(self._lists(self.title_post, qterms), self.n_alive, np.ones(size, np.float32), 1.0, size)
             score += self.s.title_match_weight * tscore[:size]
             score *= 1 + self.s.title_weight * (tscore[:size] > 0)   # the query names this heading/speaker
+        if self.s.question_discount:
+            score *= 1 - self.s.question_discount * ((self.cues.view & _text.ENDS_ASKING) != 0)
         if self.s.cue_weight and qcues:
             score *= 1 + self.s.cue_weight * ((self.cues.view & qcues) != 0)
         score[~self.alive.view] = 0
