@@ -226,17 +226,25 @@ class LexicalShard:
         """Body postings of the query terms: (slots, tf, shared) where `shared` marks, per document
         slot, the documents that have the term in every section (None if there are none)."""
         out = {}
+        eligible = None
+        if self.s.flatten_shared_terms:
+            eligible = (self.doc_text.view >= 3) & self.doc_multi.view
+            if not eligible.any():            # flat memories only: nothing to look for
+                eligible = None
         for h in qterms:
             p = self.post.get(h)
             if p is None:
                 continue
             shared = None
-            if self.s.flatten_shared_terms:
+            if eligible is not None:
                 docs = self.doc.view[p[0]]
-                have = np.bincount(docs[self.alive.view[p[0]]], minlength=self.doc_text.size)
-                full = (have >= 3) & (have == self.doc_text.view) & self.doc_multi.view
-                if full.any():
-                    shared = full
+                docs = docs[eligible[docs] & self.alive.view[p[0]]]
+                if len(docs):
+                    have = np.bincount(docs, minlength=len(eligible))
+                    full = have == self.doc_text.view       # zero where not eligible
+                    full &= have > 0
+                    if full.any():
+                        shared = full
             out[h] = (p[0], p[1], shared)
         return out
 
