@@ -81,6 +81,7 @@ class LexicalShard:
         self.n_docs = 0
         self.total_doc_len = 0.0
         self._thread_last: dict[str, tuple[int, float]] = {}
+        self._cache: _Structure | None = None
 
     def __len__(self) -> int:
         return self.n_alive
@@ -131,6 +132,7 @@ class LexicalShard:
         rows = [r for r in rows if r.key not in self.slot_of]
         if not rows:
             return
+        self._cache = None
         base = self.keys.size
         slots = range(base, base + len(rows))
         lengths, cues, docs, prev, nxt = [], [], [], [], []
@@ -200,6 +202,7 @@ class LexicalShard:
             return False
         self.alive.view[slot] = False
         self.n_alive -= 1
+        self._cache = None
         ds = int(self.doc.view[slot])
         self.doc_live.view[ds] -= 1
         self.doc_text.view[ds] -= bool(self.length.view[slot])
@@ -220,6 +223,7 @@ class LexicalShard:
         slot = self.slot_of.get(key)
         if slot is not None:
             self.expires.view[slot] = np.inf if expires_at is None else expires_at
+            self._cache = None
 
     # ----------------------------------------------------------------------------------- search
     def _node_postings(self, qterms: Counter) -> dict[int, tuple]:
@@ -260,88 +264,121 @@ class LexicalShard:
             df = len(slots)
             idf = math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
             idf_total += idf
-            ln = lengths[slots]
+            ln = lengths[slots] if lengths is not None else 1.0    # None: every length is 1 (headings)
             if shared and shared[0] is not None:     # every section alike: scored at the average length
                 ln = np.where(shared[0][self.doc.view[slots]], avg, ln)
             norm = k1 * (1 - b + b * ln / max(avg, 1e-9))
             out[slots] += idf * tf * (k1 + 1) / (tf + norm)
         return out, idf_total
 
-    def _context_columns(self, lists: dict, prev: np.ndarray, nxt: np.ndarray, dead: np.ndarray, size: int):
-        """BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
-        k1, b = self.s.bm25_k1, self.s.bm25_b
-        out = np.zeros(size + 1, np.float32)
+    def _structure(self, now: float) -> "_Structure":
+        """The query-independent arrays for `now`, rebuilt after a write, a settings change or when
+        `now` crosses an expiry time (about half of a query's work at 100k nodes before caching)."""
+        st = self._cache
+        if st is not None and st.settings is self.s and st.lo <= now < st.hi:
+            return st
+        size, exp = self.keys.size, self.expires.view
+        passed = exp <= now
+        dead = np.append(~self.alive.view | passed, False)
+        live = ~dead[:size]
         length = np.append(self.length.view, 0.0)
         length[dead] = 0
-        live = ~dead[:size]
-        p, n = prev, nxt
-        tfc = np.zeros(size + 1, np.float32)
-        seen = np.zeros(size + 1, bool)
+        prev, nxt = self.prev.padded().copy(), self.next.padded().copy()
+        prev[prev < 0] = size
+        nxt[nxt < 0] = size
+        hops, p, n = [], prev, nxt
         for w in self.s.neighbor_weights:
             if w:
                 clen = length[p[:size]] + length[n[:size]]
-                avg = float(clen[live].mean()) if live.any() else 1.0
-                for slots, tf, shared in lists.values():
-                    tf = tf * ~dead[slots]
-                    df = len(slots)
-                    idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
-                    # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
-                    # both maps are one-to-one, so each target list is duplicate-free (bar the sentinel)
-                    after, before = n[slots], p[slots]
-                    tfc[after] += tf
-                    tfc[before] += tf
-                    seen[after] = True
-                    targets = np.concatenate([after, before[~seen[before]]])
-                    seen[after] = False
-                    targets = targets[targets < size]
-                    t = tfc[targets]
-                    cl = clen[targets]
-                    if shared is not None:
-                        cl = np.where(shared[self.doc.view[targets]], avg, cl)
-                    out[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * cl / max(avg, 1e-9)))
-                    tfc[after] = 0
-                    tfc[before] = 0
+                hops.append((w, p, n, clen, float(clen[live].mean()) if live.any() else 1.0))
             p, n = prev[p], nxt[n]
-        return out
+        keep = live.astype(np.float32)
+        if self.s.question_discount:
+            keep *= 1 - self.s.question_discount * ((self.cues.view & _text.ENDS_ASKING) != 0)
+        st = self._cache = _Structure(
+            settings=self.s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
+            hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, prev=prev, next=nxt,
+            hops=hops, asks=np.append((self.cues.view & _text.ASKS) != 0, False), keep=keep,
+            tfc=np.zeros(size + 1, np.float32), seen=np.zeros(size + 1, bool))
+        return st
+
+    def _context_columns(self, lists: dict, st: "_Structure", score: np.ndarray, size: int) -> None:
+        """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
+        k1, b = self.s.bm25_k1, self.s.bm25_b
+        tfc, seen = st.tfc, st.seen        # scratch, all zero between queries
+        for w, p, n, clen, avg in st.hops:
+            for slots, tf, shared in lists.values():
+                tf = tf * ~st.dead[slots]
+                df = len(slots)
+                idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
+                # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
+                # both maps are one-to-one, so each target list is duplicate-free (bar the sentinel)
+                after, before = n[slots], p[slots]
+                tfc[after] += tf
+                tfc[before] += tf
+                seen[after] = True
+                targets = np.concatenate([after, before[~seen[before]]])
+                seen[after] = False
+                targets = targets[targets < size]
+                t = tfc[targets]
+                cl = clen[targets]
+                if shared is not None:
+                    cl = np.where(shared[self.doc.view[targets]], avg, cl)
+                score[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * cl / max(avg, 1e-9)))
+                tfc[after] = 0
+                tfc[before] = 0
+                tfc[size] = 0
 
     def scores(self, qterms: Counter, qcues: int, now: float) -> np.ndarray:
         """A score per slot (0 for no match, dead or expired nodes)."""
         size = self.keys.size
         if not size or not qterms:
             return np.zeros(size, np.float32)
+        st = self._structure(now)
         lists = self._node_postings(qterms)
-        own, idf_total = self._bm25(lists, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
-        dead = np.append(~self.alive.view | (self.expires.view <= now), False)
-        own[dead] = 0                      # forgotten or expired nodes lend no context either
+        own, _ = self._bm25(lists, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
+        own[st.dead] = 0                   # forgotten or expired nodes lend no context either
         score = own.copy()
-        prev, nxt = self.prev.padded().copy(), self.next.padded().copy()
-        prev[prev < 0] = size
-        nxt[nxt < 0] = size
-        if self.s.reply_weight:          # the answer to a question rarely repeats its words
-            asks = np.append((self.cues.view & _text.ASKS) != 0, False)
-            score[:size] += self.s.reply_weight * (own * asks)[prev[:size]]
+        if self.s.reply_weight and lists:      # the answer to a question rarely repeats its words
+            src = np.unique(np.concatenate([x[0][st.asks[x[0]]] for x in lists.values()]))
+            src = src[own[src] > 0]
+            dst = st.next[src]
+            score[dst] += self.s.reply_weight * own[src]      # next/prev are one-to-one: no repeats
+            score[size] = 0
         if self.s.context_mode == "columns":
-            score += self._context_columns(lists, prev, nxt, dead, size)
+            self._context_columns(lists, st, score, size)
         else:
-            p, n = prev, nxt
-            for w in self.s.neighbor_weights:
-                if w:
-                    score[:size] += w * (own[p[:size]] + own[n[:size]])
-                p, n = prev[p], nxt[n]
+            for w, p, n, _, _ in st.hops:
+                score[:size] += w * (own[p[:size]] + own[n[:size]])
         if self.s.parent_weight and self.doc_post:
             dscore, _ = self._bm25(self._lists(self.doc_post, qterms), self.n_docs, self.doc_len.view,
                                    self.total_doc_len / max(self.n_docs, 1), self.doc_len.size)
             dscore[: self.doc_len.size] *= self.doc_multi.view
             score[:size] += self.s.parent_weight * dscore[self.doc.view]
         score = score[:size]
-        if self.s.title_weight or self.s.title_match_weight:
-            tscore, t_idf = self._bm25(self._lists(self.title_post, qterms), self.n_alive, np.ones(size, np.float32), 1.0, size)
-            score += self.s.title_match_weight * tscore[:size]
-            score *= 1 + self.s.title_weight * (tscore[:size] > 0)   # the query names this heading/speaker
-        if self.s.question_discount:
-            score *= 1 - self.s.question_discount * ((self.cues.view & _text.ENDS_ASKING) != 0)
+        titles = self._lists(self.title_post, qterms)
+        if titles and (self.s.title_weight or self.s.title_match_weight):
+            tscore, _ = self._bm25(titles, self.n_alive, None, 1.0, size)
+            named = np.unique(np.concatenate([x[0] for x in titles.values()]))
+            score[named] += self.s.title_match_weight * tscore[named]
+            score[named] *= 1 + self.s.title_weight        # the query names this heading/speaker
+        score *= st.keep
         if self.s.cue_weight and qcues:
             score *= 1 + self.s.cue_weight * ((self.cues.view & qcues) != 0)
-        score[~self.alive.view] = 0
-        score[self.expires.view <= now] = 0
         return score
+
+
+
+@dataclass
+class _Structure:
+    settings: Settings
+    lo: float                  # valid while lo <= now < hi: no expiry time crossed
+    hi: float
+    dead: np.ndarray           # per slot + a sentinel slot (False): forgotten or expired
+    prev: np.ndarray           # previous / next slot, the sentinel for none
+    next: np.ndarray
+    hops: list                 # per neighbour distance with a weight: (w, prev_d, next_d, context length, its mean)
+    asks: np.ndarray           # the node asks a question
+    keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
+    tfc: np.ndarray            # scratch of _context_columns
+    seen: np.ndarray

@@ -1,0 +1,54 @@
+"""LexicalShard keeps query-independent arrays between queries: they must follow every change."""
+
+import numpy as np
+
+from ipy_memory.config import Settings
+from ipy_memory.lexical import LexicalShard, NodeRow, query_terms
+
+
+def row(key, text, doc=None, ord_=0, n=1, expires=None, session="s", t=0.0):
+    return NodeRow(key=key, document_id=doc or f"d{key}", ord=ord_, doc_nodes=n, title="", body=text,
+                   session=session, created_at=t, importance=0.5, expires_at=expires)
+
+
+def scored(shard, query, now):
+    s = shard.scores(query_terms(query), 0, now)
+    return {int(shard.keys.view[i]): float(s[i]) for i in np.flatnonzero(s)}
+
+
+def test_cached_structure_follows_expiry_time_writes_and_settings():
+    shard = LexicalShard(Settings())
+    shard.add([row(1, "the walrus ate", doc="a", ord_=0, n=3), row(2, "Where is it now?", doc="a", ord_=1, n=3),
+               row(3, "in the bay", doc="a", ord_=2, n=3)])
+    shard.add([row(4, "a walrus sighting", expires=100.0), row(5, "walrus facts", expires=200.0)])
+    assert set(scored(shard, "walrus", 50.0)) == {1, 2, 3, 4, 5}
+    assert set(scored(shard, "walrus", 150.0)) == {1, 2, 3, 5}          # 4 expired at 100
+    assert set(scored(shard, "walrus", 250.0)) == {1, 2, 3}             # 5 at 200
+    assert set(scored(shard, "walrus", 99.0)) == {1, 2, 3, 4, 5}        # a clock set back
+    shard.set_expiry(4, None)
+    assert 4 in scored(shard, "walrus", 250.0)
+    before = scored(shard, "walrus", 50.0)
+    shard.remove(1)                                                     # its text no longer lends context
+    after = scored(shard, "walrus", 50.0)
+    assert 1 not in after and after.get(2, 0.0) < before[2]
+    shard.add([row(6, "walrus again", doc="b")])
+    assert 6 in scored(shard, "walrus", 50.0)
+    assert set(scored(shard, "bay", 50.0)) == {2, 3}                    # 2 borrows its neighbour's text
+    shard.s = Settings(neighbor_weights=(0.0, 0.0), reply_weight=0.0, parent_weight=0.0)
+    assert set(scored(shard, "bay", 50.0)) == {3}                       # no context under the new settings
+    assert set(scored(shard, "walrus", 50.0)) == {4, 5, 6}
+
+
+def test_reply_and_context_scores_match_a_fresh_shard():
+    """A shard queried many times (cache warm) scores exactly like a new one built from the same rows."""
+    rows = [row(i, text, doc="c", ord_=i - 1, n=6) for i, text in enumerate(
+        ["what did the otter eat today?", "clams, mostly", "and the seal?", "fish", "otters nap after", "bye"], 1)]
+    warm = LexicalShard(Settings())
+    warm.add(rows)
+    for q in ("otter", "seal fish", "clams"):
+        warm.scores(query_terms(q), 0, 0.0)
+    cold = LexicalShard(Settings())
+    cold.add(rows)
+    for q in ("what did the otter eat", "seal", "nap"):
+        assert scored(warm, q, 0.0) == scored(cold, q, 0.0)
+    assert scored(warm, "otter eat", 0.0)[2] > 0          # "clams, mostly" answers the question about the otter
