@@ -119,18 +119,18 @@ class LifecycleMixin:
         ids = list(dict.fromkeys(h.document_id for h in hits))
         db, marks = self.store.db, ",".join("?" * len(ids))
         hot = self._policy().names[0]
+        warmed = 0
         with self.store.lock:
             if db.in_transaction:        # never commit someone else's transaction
                 return
-            old = db.execute("PRAGMA busy_timeout").fetchone()[0]
             try:
                 db.execute("PRAGMA busy_timeout = 100")   # another writer: skip, don't stall recall
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     # warming documents up changes their vectors' precision: tell every engine
-                    db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space FROM nodes n "
-                               f"JOIN documents d ON d.id = n.document_id WHERE d.id IN ({marks}) AND d.tier != ?",
-                               (*ids, hot))
+                    warmed = db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space "
+                                        f"FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.id IN ({marks}) "
+                                        "AND d.tier != ?", (*ids, hot)).rowcount
                     db.execute(f"UPDATE documents SET accessed_at = ?, access_count = access_count + 1, tier = ? "
                                f"WHERE id IN ({marks})", (self.clock(), hot, *ids))
                     db.execute("COMMIT")
@@ -140,8 +140,9 @@ class LifecycleMixin:
             except (sqlite3.Error, InvalidArgument) as exc:
                 log.debug("access tracking skipped: %s", exc)
             finally:
-                db.execute(f"PRAGMA busy_timeout = {int(old)}")
-        self.shards.sync(force=True)
+                db.execute(f"PRAGMA busy_timeout = {self.store.busy_ms}")
+        if warmed > 0:                   # apply our own 'tier' entries (own commits leave data_version alone)
+            self.shards.sync(force=True)
 
     # ------------------------------------------------------------------------------ tiers
     @locked

@@ -89,7 +89,8 @@ class Store:
                 self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                           check_same_thread=False)
                 os.chmod(self.path, 0o600)
-            self.db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self.busy_ms = int(timeout * 1000)
+            self.db.execute(f"PRAGMA busy_timeout = {self.busy_ms}")
             self.db.execute("PRAGMA foreign_keys = ON")
             if not read_only:
                 self.db.execute("PRAGMA journal_mode = WAL")
