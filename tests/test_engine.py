@@ -245,3 +245,26 @@ def test_vector_index_setting_decides_the_graph(tmp_path, mode, graph):
 def test_vector_index_setting_is_validated():
     with pytest.raises(InvalidArgument, match="vector_index"):
         Settings(vector_index="fast")
+
+
+def test_large_space_finds_near_duplicates_through_rare_terms(tmp_path, monkeypatch):
+    """Above exact_threshold the hashing embedder's duplicate check scans only sections sharing one of
+    the new document's rarest terms: it finds the same duplicates as a full scan, without the scan."""
+    from ipy_memory.vectors import VectorShard
+    filler = [{"content": f"routine log line {i} about batch {i % 13} and queue {i % 7}", "force": True}
+              for i in range(300)]
+    doc = "# Churn model\n## Features\nTenure and support tickets matter most.\n## Deployment\nNightly at 02:00 UTC."
+    with MemoryEngine(tmp_path, project="p", settings=Settings(exact_threshold=100)) as mem:
+        mem.remember_many(filler)
+        a = mem.remember("The GPU box is called orion and lives in rack 4.")
+        m = mem.remember(doc)
+        scans = []
+        real = VectorShard.search_many
+        monkeypatch.setattr(VectorShard, "search_many", lambda self, *args: scans.append(1) or real(self, *args))
+        c = mem.remember("The GPU box is called orion, and lives in rack 4!")
+        assert c.duplicate and c.existing.id == a.id and c.similarity >= 0.92
+        d = mem.remember(doc.replace("most.", "most!"))
+        assert d.duplicate and d.existing.id == m.id
+        assert mem.remember("Tenure and support tickets matter most.").stored   # one section alone is new
+        assert mem.remember("routine log line 3 about batch 3 and queue 3, again").duplicate   # of line 3
+        assert not scans                                                        # no full scan was needed
