@@ -76,6 +76,7 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in words(text)]
 
 
+@lru_cache(maxsize=1 << 19)
 def term_hash(term: str) -> int:
     """A 63-bit hash that is the same in every process (Python's hash() is salted per process)."""
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little") >> 1
