@@ -48,12 +48,35 @@ class Prepared:
     redactions: int = 0
     vectors: np.ndarray | None = field(default=None, repr=False)
 
-    @property
-    def embed_texts(self) -> list[str]:
-        return [f"{n.path}\n{n.body}" if n.path else (n.body or n.title) for n in self.nodes]
+    def embedding_texts(self, context_chars: int) -> list[str]:
+        return embedding_texts([(n.path, n.body, n.title) for n in self.nodes], context_chars)
 
     def project_name(self, default: str) -> str | None:
         return (self.project or default) if self.scope == "project" else None
+
+
+def embedding_texts(nodes: list[tuple[str, str, str]], context_chars: int) -> list[str]:
+    """The text embedded for each node of one document, given (path, body, title) in section order."""
+    bodies = [b for _, b, _ in nodes]
+    return [embedding_text(p, b, t, bodies[i - 1] if i else None, bodies[i + 1] if i + 1 < len(nodes) else None,
+                           context_chars) for i, (p, b, t) in enumerate(nodes)]
+
+
+def embedding_text(path: str, body: str | None, title: str, prev_body: str | None, next_body: str | None,
+                   context_chars: int) -> str:
+    """The text embedded for one node: its heading path and body, then its neighbours' text.
+
+    With ``context_chars`` > 0 (real models, see ``Settings.embed_context_chars``), a section of a
+    multi-section document is followed by up to that many characters of the previous and the next
+    section's body: a reply is embedded with the question it answers, a section with what surrounds
+    it (the lexical index gives its neighbours' terms to a node in the same way). Its own text comes
+    first, so a model's token limit cuts the context, never the node.
+    """
+    own = f"{path}\n{body}" if path else (body or title)
+    if context_chars <= 0:
+        return own
+    near = [b[:context_chars] for b in (prev_body, next_body) if b and b.strip()]
+    return "\n".join([own, *near])
 
 
 class _Redactor:

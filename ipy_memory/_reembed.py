@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _validate as v
 from .embeddings import Embedder, get_embedder
+from ._ingest import embedding_text
 from ._locking import locked
 from .errors import InvalidArgument
 from .store import decode_vecs, encode_vec
@@ -101,8 +102,13 @@ class EmbeddingMixin:
             if not target or target[0] != new.name:      # staging belongs to another target: start over
                 db.execute("DELETE FROM vectors_next")
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('reembed_target', ?)", (new.name,))
-        todo_sql = ("SELECT n.key, n.path, COALESCE(n.body, d.content), n.title FROM nodes n JOIN documents d "
-                    "ON d.id = n.document_id WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key")
+        # a node's neighbours in its document (a single-section memory has none: its body is NULL)
+        todo_sql = ("SELECT n.key, n.path, COALESCE(n.body, d.content), n.title, "
+                    "(SELECT m.body FROM nodes m WHERE m.document_id = n.document_id AND m.ord = n.ord - 1), "
+                    "(SELECT m.body FROM nodes m WHERE m.document_id = n.document_id AND m.ord = n.ord + 1) "
+                    "FROM nodes n JOIN documents d ON d.id = n.document_id "
+                    "WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key")
+        context = self.settings.embed_context_chars if new.semantic else 0
         total = self.store.query("SELECT count(*) FROM nodes")[0][0]
         done = self.store.query("SELECT count(*) FROM vectors_next")[0][0]
         bar = _progress(total, progress, f"re-embedding with {new.name}")
@@ -112,7 +118,7 @@ class EmbeddingMixin:
                 rows = self.store.query(todo_sql + " LIMIT ?", (batch_size,))
                 if not rows:
                     break
-                vecs = new.embed([f"{p}\n{b}" if p else (b or t) for _, p, b, t in rows])
+                vecs = new.embed([embedding_text(p, b, t, pb, nb, context) for _, p, b, t, pb, nb in rows])
                 with self.store.write() as db:
                     db.executemany("INSERT OR REPLACE INTO vectors_next VALUES (?, ?)",
                                    [(r[0], encode_vec(x)) for r, x in zip(rows, vecs)])

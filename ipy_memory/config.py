@@ -51,7 +51,10 @@ class Settings:
     question_discount: float = 0.2                     # a node ending with a question is not an answer (x)
     sequence_window: float = 3600.0                    # flat memories of one session this close in time are neighbours
     # fusion with vector similarity: score = lex/max(lex) + w * cos/max(cos)
-    vector_weight_semantic: float = 0.3
+    vector_weight_semantic: float = 0.6                # 0.3 before sections were embedded with context
+    # a real model embeds each section of a multi-section document with up to this many characters
+    # of the previous and the next section's body after its own text (0: its own text only)
+    embed_context_chars: int = 300
     vector_weight_hash: float = 0.0
     candidates: int = 100
     # priors (mild): importance in [0, 1] around 0.6, recency with a half-life

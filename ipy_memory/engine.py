@@ -187,7 +187,8 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             from .errors import ReadOnlyError
             raise ReadOnlyError(f"{self.store.path} is open read-only: open a MemoryEngine without read_only=True to write")
         now = self.clock()
-        texts = [t for p in preps for t in p.embed_texts]
+        context = self.settings.embed_context_chars if self.embedder.semantic else 0
+        texts = [t for p in preps for t in p.embedding_texts(context)]
         self._check_epoch()
         vecs = self._embed_texts(texts)            # before the transaction: a failed call writes nothing
         offset = 0
