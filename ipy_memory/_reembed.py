@@ -89,13 +89,18 @@ class EmbeddingMixin:
         return vec
 
     @locked
-    def reembed(self, embedder: Embedder | str, *, batch_size: int = 256, progress: bool = True) -> dict:
-        """Re-embed every node with `embedder` and switch the store to it (resumable, atomic swap)."""
+    def reembed(self, embedder: Embedder | str, *, batch_size: int = 256, progress: bool = True,
+                force: bool = False) -> dict:
+        """Re-embed every node with `embedder` and switch the store to it (resumable, atomic swap).
+
+        `force=True` re-embeds with the store's own model, e.g. so that memories stored before
+        sections were embedded with their neighbours' text (`Settings.embed_context_chars`) get it."""
         self._check_open()
         new = get_embedder(embedder)
         batch_size = v.integer(batch_size, "batch_size", 1, 100_000)
-        if new.name == self.embedder.name:
-            raise InvalidArgument(f"the store already uses {new.name!r}")
+        force = v.flag(force, "force")
+        if new.name == self.embedder.name and not force:
+            raise InvalidArgument(f"the store already uses {new.name!r} (force=True re-embeds with it anyway)")
         with self.store.write() as db:
             db.execute(_STAGING)
             target = db.execute("SELECT value FROM meta WHERE key = 'reembed_target'").fetchone()
