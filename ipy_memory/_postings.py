@@ -73,5 +73,6 @@ class Postings:
     @classmethod
     def from_arrays(cls, h, off, slots, tfs) -> "Postings":
         p = cls()
-        p.hashes, p.offsets, p.slots, p.tfs = h.astype(np.int64), off.astype(np.int64), slots.astype(np.int32), tfs.astype(np.float32)
+        p.hashes, p.offsets = h.astype(np.int64, copy=False), off.astype(np.int64, copy=False)
+        p.slots, p.tfs = slots.astype(np.int32, copy=False), tfs.astype(np.float32, copy=False)
         return p
