@@ -61,7 +61,7 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
     return best
 
 
-def lexical_pool(shard, p: Prepared, threshold: int, cap: int = 4096) -> np.ndarray | None:
+def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     """Keys of the sections that share one of the document's rarest terms, or None (search the vectors).
 
     The hashing embedder's vectors are made of words (and their letter n-grams), so a document at
@@ -75,8 +75,8 @@ def lexical_pool(shard, p: Prepared, threshold: int, cap: int = 4096) -> np.ndar
     if not lists:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
     rare = lists[: max(4, -(-len(hashes) // 5))]
-    if sum(n for n, _, _ in rare) > cap:
-        return None                       # only common words: their postings are no shortcut
+    if sum(n for n, _, _ in rare) > max(4096, len(shard.vec) // 8):
+        return None                       # only common words: rescoring their postings costs more than a scan
     slots = np.unique(np.concatenate([slots for _, _, slots in rare]))
     slots = slots[shard.lex.alive.view[slots]]
     return shard.lex.keys.view[slots]
