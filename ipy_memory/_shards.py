@@ -143,11 +143,14 @@ class Shards:
         self._apply_expiry(lex, expiry)
         return lex
 
-    def _replayable(self, data) -> int | None:
-        """The seq a snapshot reflects, if it is this store's and the change log still reaches it."""
-        seq, store_id, epoch = int(data["seq"]), str(data["store_id"]), int(data["epoch"])
-        if store_id != self.store_id or seq > self.store.max_seq() or epoch != self._epoch():
+    def _replayable(self, data, *, vectors: bool = False) -> int | None:
+        """The seq a snapshot reflects, if it is this store's and the change log still reaches it
+        (and, for vectors, if they are of the store's current embedder epoch)."""
+        seq, store_id = int(data["seq"]), str(data["store_id"])
+        if store_id != self.store_id or seq > self.store.max_seq():
             return None                               # another store's file, or a restored older database
+        if vectors and int(data["epoch"]) != self._epoch():
+            return None                               # re-embedded since: another model's vectors
         floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
         if floor is not None and floor > seq + 1 and seq < self.store.max_seq():
             return None                               # the change log no longer reaches back to it
@@ -179,7 +182,7 @@ class Shards:
         vec = self._new_vectors()
         try:
             with np.load(path, allow_pickle=False) as data:
-                seq = self._replayable(data)
+                seq = self._replayable(data, vectors=True)
                 if seq is None:
                     return None
                 vec.restore(data)

@@ -5,8 +5,9 @@ Measured on this machine (2 cores): building a usearch HNSW graph costs 1.6k-7k 
 exact float16 scan of 100k vectors takes a few milliseconds. So the graph is only built where it
 pays: for a real embedding model's vectors (`Settings.vector_index`) in a space of more than
 `exact_threshold` vectors. The hashing embedder's vectors spread almost uniformly and HNSW handles
-them badly (a quarter of 100k nodes unreachable by their own vector), so they are scanned exactly. Rows added after the graph was built form an exact "tail" that joins the graph
-in batches of `hnsw_tail`; graph candidates are rescored exactly against the stored vectors.
+them badly (14-35% of 100k nodes unreachable, `benchmarks/vector_index.py`), so they are scanned
+exactly. Rows added after the graph was built form an exact "tail" that joins the graph in batches
+of `hnsw_tail`; graph candidates are rescored exactly against the stored vectors.
 """
 
 from __future__ import annotations

@@ -139,3 +139,15 @@ def test_bad_vector_snapshot_is_ignored(store, tmp_path_factory, damage, monkeyp
         assert not vectors_from_snapshot(mem, monkeypatch)
         assert not check_indexes(mem)
         assert results(mem) == expected
+
+
+def test_lexical_snapshot_survives_reembed(store, monkeypatch):
+    """Postings do not depend on the embedder: a new epoch rebuilds vectors only."""
+    path, expected = store
+    other = HashEmbedder(char_ngrams=(3,))
+    other.name = "hash-trigrams-384"
+    with MemoryEngine(path, project="p") as mem:
+        mem.reembed(other, progress=False)
+    with MemoryEngine(path, project="p", embedder=other) as mem:
+        assert loaded_from_snapshot(mem, monkeypatch)
+        assert [[i for i, _ in r] for r in results(mem)] == [[i for i, _ in r] for r in expected]
