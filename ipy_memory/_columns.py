@@ -23,6 +23,14 @@ class Column:
         self._data[self.size:need] = values
         self.size = need
 
+    def adopt(self, values: np.ndarray) -> None:
+        """Take over a freshly loaded array as the whole (empty) column, without copying it."""
+        values = np.asarray(values)
+        if self.size or values.dtype != self.dtype or values.shape[1:] != self._data.shape[1:]:
+            raise ValueError("adopt() needs an empty column and an array of its dtype and width")
+        self._data = values if values.flags.writeable and values.flags.c_contiguous else values.copy()
+        self.size = len(values)
+
     @property
     def view(self) -> np.ndarray:
         return self._data[: self.size]

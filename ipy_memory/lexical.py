@@ -114,7 +114,7 @@ class LexicalShard:
             return None
         shard = cls(settings)
         for c in cls._COLUMNS:
-            getattr(shard, c).extend(data[c])
+            getattr(shard, c).adopt(data[c])
         for name in cls._POSTINGS:
             setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs"))))
         live = np.flatnonzero(shard.alive.view)       # dict(zip(...)) of lists: 3x faster than a loop

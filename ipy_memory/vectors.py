@@ -215,7 +215,7 @@ class VectorShard:
             raise ValueError("not a vector snapshot of this shard's shape")
         for keys, mat, part in ((hot_keys, hot, self), (low_keys, low, self.low)):
             part.keys.extend(keys)
-            part.mat.extend(mat)
+            part.mat.adopt(mat)                 # 1M sections: 1.2 GB not copied a second time
             part.alive.extend(np.ones(len(keys), bool))
             part.row_of = dict(zip(keys.tolist(), range(len(keys))))
         if len(self.row_of) != len(hot_keys) or len(self.low.row_of) != len(low_keys) or self.row_of.keys() & self.low.row_of.keys():

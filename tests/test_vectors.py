@@ -38,3 +38,18 @@ def test_search_many_equals_search(layout):
     if layout == "exact":          # and an exact search is exact: the true top-7 by float32 cosine
         for q, (keys, _) in zip(queries, batched):
             assert keys.tolist() == (np.argsort(-(vecs @ q), kind="stable")[:7] + 1).tolist()
+
+
+def test_column_adopts_a_loaded_array_and_still_grows():
+    from ipy_memory._columns import Column
+    col = Column(np.float16, width=4)
+    loaded = np.arange(12, dtype=np.float16).reshape(3, 4)
+    col.adopt(loaded)
+    assert np.shares_memory(col.view, loaded)              # no copy
+    col.extend(np.ones((2, 4), np.float16))
+    assert col.view.shape == (5, 4) and col.view[0, 1] == 1 and col.view[4, 3] == 1
+    assert len(col.padded()) == 6 and not col.padded()[-1].any()
+    with pytest.raises(ValueError):
+        col.adopt(loaded)                                  # not empty any more
+    with pytest.raises(ValueError):
+        Column(np.int8, width=4).adopt(loaded)             # another dtype
