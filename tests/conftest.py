@@ -147,3 +147,21 @@ T0 = 1_700_000_000.0      # a fixed "now" for tests with an injectable clock
 def clock():
     """A mutable clock: pass `clock=lambda: clock[0]` to MemoryEngine, move time with `clock[0] += ...`."""
     return [T0]
+
+
+@pytest.fixture
+def local_embed_server():
+    """``start(**attrs)`` -> a running tests/embed_server.py server (dim 8) with those attributes set
+    (``default="401"``, ``slow_seconds=1.0``, ...); every server started is stopped after the test."""
+    from embed_server import EmbedServer
+    servers = []
+
+    def start(**attrs):
+        server = EmbedServer(dim=8).start()
+        for name, value in attrs.items():
+            setattr(server, name, value)
+        servers.append(server)
+        return server
+    yield start
+    for server in servers:
+        server.stop()

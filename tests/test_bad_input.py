@@ -14,7 +14,6 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -499,19 +498,9 @@ def test_embedder_of_other_dimension_on_existing_store(tmp_path):
 
 # ------------------------------------------------------------------------------------------ remote provider
 @pytest.fixture
-def embed_server():
-    remote = pytest.importorskip("ipy_memory.embeddings.remote", reason="remote embedders are not there yet")
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from embed_server import EmbedServer
-    except ImportError:
-        pytest.skip("tests/embed_server.py is not there")
-    finally:
-        sys.path.pop(0)
-    server = EmbedServer(dim=8).start()
-    server.slow_seconds = 1.0
-    yield remote, server
-    server.stop()
+def embed_server(local_embed_server):
+    from ipy_memory.embeddings import remote
+    return remote, local_embed_server(slow_seconds=1.0)
 
 
 @pytest.mark.parametrize("behaviour", ["429", "500", "503", "slow", "drop", "nan", "wrong_dim", "wrong_count",

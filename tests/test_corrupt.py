@@ -237,6 +237,13 @@ def _db(d: Path) -> Path:
     return d / "memory.sqlite3"
 
 
+def restore(backup: Path, d: Path) -> None:
+    """Put a backup file in place of the data dir's database (its WAL and shared memory removed)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{_db(d)}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(backup, _db(d))
+
+
 def _check_storage_error(exc: BaseException, d: Path) -> None:
     assert isinstance(exc, StorageError) and isinstance(exc, OSError), repr(exc)
     assert str(_db(d)) in str(exc), f"the message should name the file: {exc}"
@@ -409,9 +416,7 @@ def test_restored_backup_serves_the_backup(base, tmp_path, check_indexes):
         eng.remember_many([{"content": t, "force": True} for t in texts(300, seed=11)])
         for m in eng.list_memories(scope="project", limit=50, offset=100):
             eng.forget(m.id)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{_db(d)}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(out, _db(d))
+    restore(out, d)
     assert answers(d) == before
     with MemoryEngine(d, project="p", session="s", settings=S, clock=clock) as eng:
         assert not check_indexes(eng, probe=False)
@@ -427,9 +432,7 @@ def test_restored_backup_beside_newer_index_files(base, tmp_path, check_indexes)
         eng.backup(out)
         eng.recall("load the vectors first, so the graph saved on close holds the next keys")
         eng.remember_many([{"content": t, "force": True} for t in texts(300, seed=11)])
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{_db(d)}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(out, _db(d))
+    restore(out, d)
     with MemoryEngine(d, project="p", session="s", settings=S, clock=clock) as eng:
         fresh = eng.remember_many([{"content": t, "force": True}
                                    for t in texts(300, seed=12, template="unrelated {t} text: ")])

@@ -125,6 +125,18 @@ def kill_and_collect(proc: subprocess.Popen, lines: list[str], *, may_finish: bo
     assert proc.returncode in ok, f"child ended on its own ({proc.returncode}): {err.decode()[-3000:]}"
 
 
+def kill_after(data_dir: Path, mode: str, seed: int, n_lines: int, pause: float, *, may_finish: bool = False) -> list[str]:
+    """Run a child, let it print `n_lines` lines and work `pause` seconds more, SIGKILL it: its lines."""
+    proc = spawn(data_dir, mode, seed=seed)
+    lines: list[str] = []
+    try:
+        read_lines(proc, n_lines, lines)
+        time.sleep(pause)
+    finally:
+        kill_and_collect(proc, lines, may_finish=may_finish)
+    return lines
+
+
 def read_lines(proc: subprocess.Popen, n: int, lines: list[str], timeout: float = 60) -> None:
     deadline = time.time() + timeout
     for _ in range(n):
@@ -180,13 +192,7 @@ def test_sigkill_while_storing(data_dir, check_indexes):
     stored, forgotten = set(), set()
     info = {}
     for trial in range(10):
-        proc = spawn(data_dir, "store", seed=trial)
-        lines: list[str] = []
-        try:
-            read_lines(proc, rng.randint(0, 90), lines)
-            time.sleep(rng.uniform(0, 0.03))
-        finally:
-            kill_and_collect(proc, lines)
+        lines = kill_after(data_dir, "store", trial, rng.randint(0, 90), rng.uniform(0, 0.03))
         ledger(lines, stored, forgotten)
         info = verify(data_dir, stored, forgotten, check_indexes)
     assert len(stored) > 200, "the children stored too little for the test to mean anything"
@@ -203,13 +209,7 @@ def test_sigkill_while_saving_graph(data_dir, check_indexes):
     assert graph_files, "a space above exact_threshold should have saved its graph on close"
     rng = random.Random(7)
     for trial in range(8):
-        proc = spawn(data_dir, "save", seed=100 + trial)
-        lines: list[str] = []
-        try:
-            read_lines(proc, rng.randint(1, 12), lines)
-            time.sleep(rng.uniform(0, 0.01))
-        finally:
-            kill_and_collect(proc, lines)
+        lines = kill_after(data_dir, "save", 100 + trial, rng.randint(1, 12), rng.uniform(0, 0.01))
         ledger(lines, stored, forgotten)
         for f in (data_dir / "index").glob("*.usearch"):   # atomically replaced: always loadable
             graph = Index(ndim=384, metric="cos", dtype="f16")
@@ -246,13 +246,7 @@ def test_sigkill_during_maintenance(op, data_dir, tmp_path, check_indexes, heavy
     assert proc.returncode == 0 and lines == ["start", "done"], err.decode()[-3000:]
     finished = 0
     for trial in range(trials):
-        proc = spawn(data_dir, op, seed=200 + trial)
-        lines: list[str] = []
-        try:
-            read_lines(proc, 1, lines)      # "start"
-            time.sleep(rng.uniform(0, duration))
-        finally:
-            kill_and_collect(proc, lines, may_finish=True)
+        lines = kill_after(data_dir, op, 200 + trial, 1, rng.uniform(0, duration), may_finish=True)   # after "start"
         finished += lines[-1:] == ["done"]
         con = sqlite3.connect(data_dir / "memory.sqlite3")
         recorded = con.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()[0]

@@ -163,19 +163,9 @@ API_KEY = "sk-test-" + "Q7w" * 12
 
 
 @pytest.fixture
-def failing_provider():
+def failing_provider(local_embed_server):
     """A local embeddings server that rejects every request (401 echoing the bearer token, like some do)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    try:
-        from embed_server import EmbedServer
-    except ImportError:
-        pytest.skip("tests/embed_server.py is not there")
-    finally:
-        sys.path.pop(0)
-    server = EmbedServer(dim=8).start()
-    server.default = "401"
-    yield server
-    server.stop()
+    return local_embed_server(default="401")
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
