@@ -32,6 +32,9 @@ log = logging.getLogger("ipy_memory")
 
 SNAPSHOT_MIN_NODES = 256       # rebuilding from SQLite re-tokenises ~5k nodes/s; a snapshot loads in ms
 _DAMAGED = (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError)
+_SUFFIXES = (".lex.npz", ".vec.npz", ".usearch", ".usearch.orphans.npy")
+_VECTOR_ROWS = ("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
+                "JOIN documents d ON d.id = n.document_id WHERE ")
 
 
 def _alive(pid: int) -> bool:
@@ -93,11 +96,24 @@ class Shards:
     def vectors_path(self, space: str) -> Path:
         return self._file(space, ".vec.npz")
 
+    def files(self, space: str) -> list[Path]:
+        return [self._file(space, suffix) for suffix in _SUFFIXES]
+
     def drop(self, space: str) -> None:
         """Forget a space's in-memory indexes and its snapshot files (they are rebuilt on next use)."""
         self.loaded.pop(space, None)
-        for path in (self.graph_path(space), self.snapshot_path(space), self.vectors_path(space)):
+        for path in self.files(space):
             path.unlink(missing_ok=True)
+
+    def drop_files_except(self, spaces) -> None:
+        """Delete the index files of every space not in `spaces` (spaces that no longer exist)."""
+        if not self.dir.exists():
+            return
+        keep = {path.name for space in spaces for path in self.files(space)}
+        for suffix in _SUFFIXES:
+            for f in self.dir.glob("*" + suffix):
+                if f.name not in keep:
+                    f.unlink(missing_ok=True)
 
     def get(self, space: str) -> Shard:
         shard = self.loaded.get(space)
@@ -120,7 +136,7 @@ class Shards:
         return shard
 
     def _load_snapshot(self, space: str) -> LexicalShard | None:
-        path = self._file(space, ".lex.npz")
+        path = self.snapshot_path(space)
         if not path.exists():
             return None
         try:
@@ -203,14 +219,10 @@ class Shards:
             vec, dirty = loaded
         else:
             vec = self._new_vectors()
-            rows = self.store.query("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
-                                    "JOIN documents d ON d.id = n.document_id WHERE d.space = ?", (space,))
-            hot = self.hot_tier()
-            vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
-                    cold=[r[2] != hot for r in rows], build=False)
+            self._add_vector_rows(vec, self.store.query(_VECTOR_ROWS + "d.space = ?", (space,)), build=False)
             dirty = len(vec) >= SNAPSHOT_MIN_NODES
         if vec.graph_allowed and vec.hot_count >= self.s.exact_threshold:
-            graph_file = self._file(space, ".usearch")
+            graph_file = self.graph_path(space)
             if not (graph_file.exists() and vec.adopt_graph(graph_file)):
                 vec.build_graph()
                 return vec, True
@@ -271,14 +283,16 @@ class Shards:
                 vec.set_cold(key, tier != hot)
 
     def _add_vectors(self, vec: VectorShard, keys: list[int], build: bool = True) -> None:
-        hot = self.hot_tier()
         for i in range(0, len(keys), 5000):
             chunk = keys[i:i + 5000]
-            rows = self.store.query(f"SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON "
-                                    f"n.key = v.node_key JOIN documents d ON d.id = n.document_id "
-                                    f"WHERE v.node_key IN ({','.join('?' * len(chunk))})", chunk)
-            vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
-                    cold=[r[2] != hot for r in rows], build=build)
+            rows = self.store.query(_VECTOR_ROWS + f"v.node_key IN ({','.join('?' * len(chunk))})", chunk)
+            self._add_vector_rows(vec, rows, build)
+
+    def _add_vector_rows(self, vec: VectorShard, rows, build: bool) -> None:
+        """Rows of _VECTOR_ROWS: documents outside the hottest tier keep int8 vectors in memory."""
+        hot = self.hot_tier()
+        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
+                cold=[r[2] != hot for r in rows], build=build)
 
     def _apply_adds(self, shard: Shard, keys: list[int]) -> None:
         for i in range(0, len(keys), 5000):
@@ -322,7 +336,7 @@ class Shards:
                 shard.lex_dirty = False
             if shard.vec_loaded and shard.vec_dirty:
                 self.dir.mkdir(mode=0o700, exist_ok=True)
-                shard.vec.save_graph(self._file(space, ".usearch"))      # first: it adds the tail rows
+                shard.vec.save_graph(self.graph_path(space))      # first: it adds the tail rows
                 if len(shard.vec) >= SNAPSHOT_MIN_NODES:
                     self._write_snapshot(self.vectors_path(space), shard.vec.arrays())
                 shard.vec_dirty = False

@@ -367,12 +367,7 @@ class LifecycleMixin:
             removed += dead
             self.shards.drop(space)               # saved files hold the same tombstones
             self.shards.get(space).lex_dirty = True
-        spaces = [s[0] for s in self.store.query("SELECT DISTINCT space FROM documents")]
-        live = {p(s).name for s in spaces for p in (self.shards.graph_path, self.shards.snapshot_path, self.shards.vectors_path)}
-        if self.shards.dir.exists():
-            for f in [f for pattern in ("*.usearch", "*.lex.npz", "*.vec.npz") for f in self.shards.dir.glob(pattern)]:
-                if f.name not in live:
-                    f.unlink(missing_ok=True)
+        self.shards.drop_files_except(s[0] for s in self.store.query("SELECT DISTINCT space FROM documents"))
         self.shards.save()
         return removed
 
