@@ -90,7 +90,7 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 4     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 5     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self) -> dict[str, np.ndarray]:
         out = {c: getattr(self, c).view for c in self._COLUMNS}
