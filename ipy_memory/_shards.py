@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._npz import load_npz, write_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_vecs
@@ -140,9 +141,9 @@ class Shards:
         if not path.exists():
             return None
         try:
-            with np.load(path, allow_pickle=False) as data:
-                seq = self._replayable(data)
-                lex = None if seq is None else LexicalShard.from_snapshot(data, self.s)
+            data = load_npz(path)
+            seq = self._replayable(data)
+            lex = None if seq is None else LexicalShard.from_snapshot(data, self.s)
         except _DAMAGED:
             return None                               # damaged: rebuild from SQLite
         if lex is None:
@@ -197,11 +198,11 @@ class Shards:
             return None
         vec = self._new_vectors()
         try:
-            with np.load(path, allow_pickle=False) as data:
-                seq = self._replayable(data, vectors=True)
-                if seq is None:
-                    return None
-                vec.restore(data)
+            data = load_npz(path)
+            seq = self._replayable(data, vectors=True)
+            if seq is None:
+                return None
+            vec.restore(data)
         except _DAMAGED:
             return None                               # damaged: reload from SQLite
         changes = self._changes_since(seq, space)
@@ -347,8 +348,8 @@ class Shards:
     def _write_snapshot(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        with open(tmp, "wb") as f:
-            np.savez(f, seq=np.array(self.seq), store_id=np.array(self.store_id), epoch=np.array(self.epoch), **arrays)
+        write_npz(tmp, {"seq": np.array(self.seq), "store_id": np.array(self.store_id),
+                        "epoch": np.array(self.epoch), **arrays})
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
 

@@ -1,0 +1,94 @@
+"""Index snapshots as `.npz` files whose arrays are memory-mapped when loaded, not copied.
+
+A snapshot is an ordinary uncompressed `.npz` (`np.load` reads it) written so that each array's
+data starts on a 64-byte boundary of the file (padding in the zip entry's extra field, as Android's
+zipalign does). `load_npz` maps the file copy-on-write and hands out arrays that point into the
+mapping: a new process on a warm page cache gets 100k memories' vectors (117 MB) in ~20 ms instead
+of ~170 ms for `np.load`, which allocates, faults in and copies every byte. Every member's CRC-32
+is still checked against the zip directory, so a damaged file is refused as `np.load` would refuse
+it. Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
+so a mapping stays valid while another process saves a newer one. Windows cannot replace a mapped
+file, so there (and for anything unexpected) arrays are read with `np.load`.
+"""
+
+from __future__ import annotations
+
+import ast
+import mmap
+import os
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ALIGN = 64
+_PADDING_ID = (0xD935).to_bytes(2, "little")     # the extra-field id zipalign-style tools use
+_ZIP64_EXTRA = 20                                 # force_zip64: the local header carries 20 bytes more
+MAP = os.name == "posix"
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` to `path` as an uncompressed `.npz` with 64-byte aligned array data."""
+    with open(path, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for name, value in arrays.items():
+            value = np.asanyarray(value)
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            # numpy pads the .npy header to a multiple of 64: align the member's start and the data is aligned
+            start = f.tell() + 30 + len(info.filename.encode()) + _ZIP64_EXTRA + 4
+            pad = -start % ALIGN
+            info.extra = _PADDING_ID + pad.to_bytes(2, "little") + bytes(pad)
+            with z.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, value, allow_pickle=False)
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    """All arrays of a snapshot. Raises OSError, ValueError, EOFError or zipfile.BadZipFile if it
+    is damaged."""
+    if not MAP:
+        return _read(path)
+    with open(path, "rb") as f, zipfile.ZipFile(f) as z:
+        infos = z.infolist()
+        if any(i.compress_type != zipfile.ZIP_STORED for i in infos):
+            return _read(path)
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # writes stay private to this process
+    out = {}
+    for info in infos:
+        at = info.header_offset
+        if mapped[at:at + 4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"{path}: bad local header for {info.filename}")
+        start = at + 30 + int.from_bytes(mapped[at + 26:at + 28], "little") + int.from_bytes(mapped[at + 28:at + 30], "little")
+        member = memoryview(mapped)[start:start + info.file_size]
+        if len(member) != info.file_size:
+            raise EOFError(f"{path}: {info.filename} is truncated")
+        if zlib.crc32(member) != info.CRC:
+            raise zipfile.BadZipFile(f"{path}: {info.filename} fails its CRC check")
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        out[name] = _array(mapped, start, member, info.filename)
+    return out
+
+
+def _array(mapped: mmap.mmap, start: int, member: memoryview, label: str) -> np.ndarray:
+    """The array of the `.npy` image `member` (at `start` in `mapped`), pointing into the mapping."""
+    try:
+        if bytes(member[:6]) != b"\x93NUMPY":
+            raise ValueError("no .npy magic")
+        size_len = 2 if member[6] == 1 else 4
+        header_len = int.from_bytes(member[8:8 + size_len], "little")
+        offset = 8 + size_len + header_len
+        header = ast.literal_eval(bytes(member[8 + size_len:offset]).decode("latin1"))
+        dtype, shape = np.dtype(header["descr"]), tuple(int(x) for x in header["shape"])
+        if header["fortran_order"] or dtype.hasobject or any(x < 0 for x in shape):
+            raise ValueError("not a plain C-order array")
+    except (ValueError, SyntaxError, TypeError, KeyError, IndexError, MemoryError) as exc:
+        raise ValueError(f"{label}: not a readable .npy member ({exc})") from None
+    count = int(np.prod(shape, dtype=np.int64))
+    if offset + count * dtype.itemsize != len(member):
+        raise ValueError(f"{label}: its size does not match its shape")
+    array = np.frombuffer(mapped, dtype, count=count, offset=start + offset).reshape(shape)
+    return array if array.flags.aligned else array.copy()     # a file written by plain np.savez
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}

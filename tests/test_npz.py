@@ -1,0 +1,96 @@
+"""Snapshot files: aligned, memory-mapped on load, CRC-checked, readable by plain numpy."""
+
+import mmap
+import zipfile
+
+import numpy as np
+import pytest
+
+from ipy_memory import MemoryEngine, Settings, _npz
+
+ARRAYS = {
+    "seq": np.array(7), "store_id": np.array("0123456789abcdef"), "keys": np.arange(5, dtype=np.int64),
+    "hot": np.random.default_rng(0).standard_normal((300, 384)).astype(np.float16),
+    "low": np.zeros((0, 384), np.int8), "doc_ids": np.array(["a", "bcd", ""]), "state": np.array('{"v": 5}'),
+}
+
+
+def mapped(a: np.ndarray) -> bool:
+    while isinstance(a, (np.ndarray, memoryview)):
+        a = a.base if isinstance(a, np.ndarray) else a.obj
+    return isinstance(a, mmap.mmap)
+
+
+def check_equal(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and np.array_equal(got[k], v), k
+
+
+def test_round_trip_is_aligned_mapped_and_plain_npz(tmp_path):
+    _npz.write_npz(tmp_path / "s.npz", ARRAYS)
+    got = _npz.load_npz(tmp_path / "s.npz")
+    check_equal(got, ARRAYS)
+    assert all(a.flags.aligned and a.flags.writeable for a in got.values())
+    if _npz.MAP:
+        assert mapped(got["hot"]) and got["hot"].ctypes.data % _npz.ALIGN == 0
+    got["hot"][0, 0] = 42                                  # copy-on-write: the file keeps its bytes
+    check_equal(_npz.load_npz(tmp_path / "s.npz"), ARRAYS)
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as data:   # an ordinary .npz for numpy
+        check_equal({k: data[k] for k in data.files}, ARRAYS)
+
+
+def test_reads_files_written_by_numpy(tmp_path):
+    np.savez(tmp_path / "plain.npz", **ARRAYS)                      # unaligned members: copied
+    got = _npz.load_npz(tmp_path / "plain.npz")
+    check_equal(got, ARRAYS)
+    assert all(a.flags.aligned for a in got.values())
+    np.savez_compressed(tmp_path / "packed.npz", **ARRAYS)         # compressed: read by numpy
+    check_equal(_npz.load_npz(tmp_path / "packed.npz"), ARRAYS)
+
+
+@pytest.mark.parametrize("where", ["data", "header"])
+def test_damage_is_refused(tmp_path, where):
+    path = tmp_path / "s.npz"
+    _npz.write_npz(path, ARRAYS)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"\x93NUMPY", raw.index(b"hot.npy"))
+    raw[at + (200 if where == "data" else 20)] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    with pytest.raises(zipfile.BadZipFile, match="CRC"):
+        _npz.load_npz(path)
+
+
+def test_member_that_lies_about_its_shape_is_refused(tmp_path):
+    path = tmp_path / "s.npz"
+    with zipfile.ZipFile(path, "w") as z:                  # a valid zip whose .npy header is wrong
+        with z.open("x.npy", "w") as f:
+            np.lib.format.write_array(f, np.zeros(4))
+        with z.open("y.npy", "w") as f:
+            f.write(b"\x93NUMPY\x01\x00\x10\x00{'descr': <<<  \n")
+    with pytest.raises(ValueError, match="y.npy"):
+        _npz.load_npz(path)
+
+
+def test_a_mapped_snapshot_survives_its_replacement(tmp_path):
+    """Kernel A maps the snapshots; kernel B saves newer ones: A answers as a newly opened kernel does."""
+    hybrid = Settings(vector_weight_hash=0.5)               # so the mapped vectors rank too
+    texts = [f"note {i} about the {['amber', 'cobalt', 'jade'][i % 3]} lantern {i % 41}" for i in range(600)]
+    queries = ["amber lantern 7", "extra cobalt lantern 299", "jade note"]
+
+    def answers(mem):
+        return [[(h.id, round(h.score, 4)) for h in mem.recall(q)] for q in queries]
+
+    with MemoryEngine(tmp_path, project="p", settings=hybrid) as mem:
+        mem.remember_many([{"content": t, "force": True} for t in texts])
+        mem.shards.get("project:p").vec                      # so both snapshots are saved at close
+    with MemoryEngine(tmp_path, project="p", settings=hybrid) as a:
+        answers(a)
+        assert a.shards.get("project:p").vec.hot_count == len(texts)
+        with MemoryEngine(tmp_path, project="p", settings=hybrid) as b:
+            b.shards.get("project:p").vec
+            b.remember_many([{"content": f"extra cobalt lantern {i}", "force": True} for i in range(300)])
+            b.forget(b.list_memories(limit=1, offset=400)[0].id)     # one that A has mapped
+        with MemoryEngine(tmp_path, project="p", settings=hybrid) as fresh:   # reads B's new snapshots
+            assert answers(a) == answers(fresh)
+            assert a.shards.get("project:p").vec.hot_count == fresh.shards.get("project:p").vec.hot_count == 899
