@@ -141,3 +141,36 @@ def test_message_ending_with_a_question_is_not_an_answer(tmp_path, discount):
         top = m.recall("flaky login test")[0].text
     # the short question matches best word for word; the message that knows the answer should win
     assert top.startswith("The login test" if discount is None else "Did anyone")
+
+
+def test_large_scans_run_beside_the_lexical_scoring_with_the_same_answer(tmp_path, monkeypatch):
+    """Above `_BESIDE_ROWS` vectors the exact scan runs on a worker thread while BM25 scores: the
+    ranking is the same, and a forked child (whose copy of the executor has no thread) still answers."""
+    import os
+    import signal
+
+    from ipy_memory import _recall
+    hybrid = Settings(vector_weight_hash=0.5)
+    queries = ["amber lantern 5", "cobalt note", "lantren jade"]
+
+    def answers(m):
+        return [[(h.id, round(h.score, 5)) for h in m.recall(q)] for q in queries]
+
+    with MemoryEngine(tmp_path / "m", project="p", settings=hybrid) as m:
+        m.remember_many([{"content": f"note {i}: the {['amber', 'cobalt', 'jade'][i % 3]} lantern {i % 17}",
+                          "force": True} for i in range(120)])
+        monkeypatch.setattr(_recall, "_BESIDE_ROWS", 10 ** 9)
+        inline = answers(m)
+        monkeypatch.setattr(_recall, "_BESIDE_ROWS", 10)
+        assert answers(m) == inline and _recall._scans is not None
+    pid = os.fork()
+    if pid == 0:                      # the child: its own engine; it must not wait on a thread it lacks
+        code = 1
+        try:
+            signal.alarm(20)
+            with MemoryEngine(tmp_path / "m", project="p", settings=hybrid) as child:
+                code = 0 if answers(child) == inline else 1
+        finally:
+            os._exit(code)            # never return into pytest from the child
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
