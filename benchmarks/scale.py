@@ -14,6 +14,7 @@ RSS is that system's own):
                  embedding included; the time spent embedding is also reported, and insert
                  throughput without it (for the peers also by inserting precomputed vectors)
   single insert  p50/p95 of one remember() (default arguments, so duplicate detection runs) / add
+  single forget  p50/p95 of forgetting / deleting those single inserts again, one call each
   recall         p50/p95 warm, query embedding included (reported alone too). ipy_memory: full hybrid
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
                  default weight is 0, i.e. lexical only) and lexical only (default settings); peers:
@@ -213,7 +214,11 @@ class IpyMemory(System):
         self.eng.remember_many([{"content": t, "metadata": m, "force": True} for t, m in zip(texts, metas)])
 
     def insert_one(self, i, text, meta):
-        self.eng.remember(text, metadata=meta)
+        self.single_ids = getattr(self, "single_ids", {})
+        self.single_ids[i] = self.eng.remember(text, metadata=meta).id
+
+    def delete_one(self, i):
+        self.eng.forget(self.single_ids[i])
 
     def search(self, query, k):
         return [h.metadata["i"] for h in self.eng.recall(query, scope="project", limit=k) if h.metadata]
@@ -353,6 +358,9 @@ class Chroma(System):
     def insert_one(self, i, text, meta):
         self.col.add(ids=[str(i)], documents=[text], metadatas=[meta])
 
+    def delete_one(self, i):
+        self.col.delete(ids=[str(i)])
+
     def search(self, query, k):
         r = self.col.query(query_texts=[query], n_results=k, include=["documents", "metadatas", "distances"])
         return [int(x) for x in r["ids"][0]]
@@ -440,6 +448,12 @@ class SqliteVec(System):
     def insert_one(self, i, text, meta):
         self.insert([i], [text], [meta])
 
+    def delete_one(self, i):
+        self.db.execute("BEGIN")
+        self.db.execute("DELETE FROM vec_memories WHERE rowid = ?", (i + 1,))
+        self.db.execute("DELETE FROM memories WHERE id = ?", (i + 1,))
+        self.db.execute("COMMIT")
+
     def search(self, query, k):
         qv = self.timer.call(self.emb.embed_query, query)
         rows = self.db.execute(
@@ -500,6 +514,15 @@ class NumpyExact(System):
 
     def insert_one(self, i, text, meta):
         self.insert([i], [text], [meta])
+
+    def delete_one(self, i):
+        """Swap the last row into the deleted one's place (what a matrix-backed store would do)."""
+        j, last = self.ids.index(i), self.n - 1
+        for seq in (self.ids, self.texts, self.metas):
+            seq[j] = seq[last]
+            del seq[last]
+        self.mat[j] = self.mat[last]
+        self.n = last
 
     def search(self, query, k):
         np = self.np
@@ -632,6 +655,12 @@ def worker(a) -> dict:
         sysm.insert_one(ids[0], texts[0], metas[0])
         times.append(now() - t)
     out["single_ms"] = ms_stats(times)
+    times = []
+    for ids, _, _ in read_corpus(corpus, n, n + singles, 1):
+        t = now()
+        sysm.delete_one(ids[0])
+        times.append(now() - t)
+    out["forget_ms"] = ms_stats(times)
     t = now()
     sysm.close()
     out["close_s"] = now() - t
@@ -825,6 +854,9 @@ def metrics(n: int, r: dict) -> dict:
     m["close / persist, s"] = r["close_s"]
     m["single insert p50, ms"] = r["single_ms"]["p50"]
     m["single insert p95, ms"] = r["single_ms"]["p95"]
+    if "forget_ms" in r:
+        m["single forget p50, ms"] = r["forget_ms"]["p50"]
+        m["single forget p95, ms"] = r["forget_ms"]["p95"]
     m["recall p50, ms"] = r["recall_ms"]["p50"]
     m["recall p95, ms"] = r["recall_ms"]["p95"]
     if "recall_lexical_ms" in r:

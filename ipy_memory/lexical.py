@@ -76,6 +76,7 @@ class LexicalShard:
         self.doc_live = Column(np.int32)               # live nodes per document slot
         self.doc_text = Column(np.int32)               # ... of which have text (a heading alone has none)
         self.doc_slot_of: dict[str, int] = {}
+        self._doc_at: dict[int, str] | None = None     # doc_slot_of reversed, built at the first removal
         self.n_alive = 0
         self.total_len = 0.0
         self.n_docs = 0
@@ -144,6 +145,8 @@ class LexicalShard:
             ds = self.doc_slot_of.get(r.document_id)
             if ds is None:
                 ds = self.doc_slot_of[r.document_id] = self.doc_len.size
+                if self._doc_at is not None:
+                    self._doc_at[ds] = r.document_id
                 self.doc_len.extend([0.0])
                 self.doc_multi.extend([r.doc_nodes > 1])
                 self.doc_live.extend([0])
@@ -221,10 +224,11 @@ class LexicalShard:
         if self.doc_live.view[ds] <= 0:   # a replaced document's new nodes get a fresh document slot
             self.n_docs -= 1
             self.total_doc_len -= float(self.doc_len.view[ds])
-            for doc_id, d in list(self.doc_slot_of.items()):
-                if d == ds:
-                    del self.doc_slot_of[doc_id]
-                    break
+            if self._doc_at is None:          # once: scanning the dict per removal cost 7 ms at 100k
+                self._doc_at = {d: doc_id for doc_id, d in self.doc_slot_of.items()}
+            doc_id = self._doc_at.pop(ds, None)
+            if doc_id is not None and self.doc_slot_of.get(doc_id) == ds:
+                del self.doc_slot_of[doc_id]
         self.total_len -= float(self.length.view[slot])
         return True
 

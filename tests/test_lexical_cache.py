@@ -52,3 +52,25 @@ def test_reply_and_context_scores_match_a_fresh_shard():
     for q in ("what did the otter eat", "seal", "nap"):
         assert scored(warm, q, 0.0) == scored(cold, q, 0.0)
     assert scored(warm, "otter eat", 0.0)[2] > 0          # "clams, mostly" answers the question about the otter
+
+
+def test_removals_retire_exactly_their_documents():
+    """Removing a document's last node retires its document slot (and only its own), before and after
+    a snapshot round trip, and a re-added document id gets a fresh slot."""
+    def build():
+        shard = LexicalShard(Settings())
+        shard.add([row(k, f"note {k} about lanterns", doc=f"doc{k // 3}", ord_=k % 3, n=3) for k in range(30)])
+        return shard
+
+    for shard in (build(), LexicalShard.from_snapshot(build().snapshot(), Settings())):
+        for k in (0, 1, 2, 4, 29):          # doc0 entirely; doc1 and doc9 in part
+            assert shard.remove(k)
+        assert set(shard.doc_slot_of) == {f"doc{d}" for d in range(1, 10)}
+        for k in (3, 5):
+            shard.remove(k)
+        assert "doc1" not in shard.doc_slot_of and shard.n_docs == 8
+        shard.add([row(100, "a lantern again", doc="doc1")])
+        assert shard.doc_slot_of["doc1"] == shard.doc_len.size - 1
+        shard.remove(100)
+        assert "doc1" not in shard.doc_slot_of and shard.n_docs == 8
+        assert set(scored(shard, "lanterns", 0.0)) == {k for k in range(6, 29)}
