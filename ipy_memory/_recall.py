@@ -56,15 +56,21 @@ def _vector_searches(shards, qvec, pool: int) -> list:
     return out
 
 
-def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_query=None) -> list[Candidate]:
+def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_query=None,
+         expand=None) -> list[Candidate]:
+    """Top-k candidates. `expand(query)` gives extra query terms (a Counter of term hashes), scored
+    at `expand_weight` beside the query's own (see _expand)."""
     qterms, qcues = query_terms(query), question_cues(query)
     w = s.vector_weight_semantic if embedder.semantic else s.vector_weight_hash
     qvec = (embed_query or embedder.embed_query)(query) if w > 0 else None
     pool = max(s.candidates, k)
     parts = []   # per shard: keys, lexical, cosine, created, importance
     searches = _vector_searches(shards, qvec, pool) if qvec is not None else [None] * len(shards)
+    expanded = expand(query) if expand is not None else None
     for shard, vector_search in zip(shards, searches):
         lex = shard.lex.scores(qterms, qcues, now)
+        if expanded:
+            lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
         nz = np.flatnonzero(lex)
         top = nz[np.argpartition(-lex[nz], pool)[:pool]] if len(nz) > pool else nz
         keys = shard.lex.keys.view[top]

@@ -67,7 +67,8 @@ class EmbeddingMixin:
             fresh = emb.embed([texts[i] for i in missing])
             for i, vec in zip(missing, fresh):
                 found[hashes[i]] = vec
-            self._pending_cache = [(emb.name, hashes[i], encode_vec(vec)) for i, vec in zip(missing, fresh)]
+            pending = self.__dict__.setdefault("_pending_cache", [])   # a recall's words wait for the next write
+            pending.extend((emb.name, hashes[i], encode_vec(vec)) for i, vec in zip(missing, fresh))
         for i, h in enumerate(hashes):
             out[i] = found[h]
         return out
@@ -77,7 +78,7 @@ class EmbeddingMixin:
         rows = getattr(self, "_pending_cache", None)
         if rows:
             db.executemany("INSERT OR IGNORE INTO embed_cache VALUES (?, ?, ?)", rows)
-            self._pending_cache = None
+            self._pending_cache = []
 
     def _embed_query(self, query: str) -> np.ndarray:
         cache = self.__dict__.setdefault("_query_cache", OrderedDict())

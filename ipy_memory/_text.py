@@ -98,11 +98,21 @@ def _expand_negation(match: re.Match) -> str:
     return _NEGATED.get(head.lower(), head) + " not"
 
 
-def terms(text: str) -> list[str]:
-    """Index terms for the lexical index: `words` stemmed, "n't" read as "not"."""
+def surface_terms(text: str) -> list[tuple[str, str]]:
+    """(word, index term) pairs: `words` with their stems, "n't" read as "not"."""
     if "n't" in text or "n\u2019t" in text:
         text = _NEGATION.sub(_expand_negation, text)
-    return [stem(w) for w in words(text)]
+    return [(w, stem(w)) for w in words(text)]
+
+
+def terms(text: str) -> list[str]:
+    """Index terms for the lexical index: `words` stemmed, "n't" read as "not"."""
+    return [t for _, t in surface_terms(text)]
+
+
+def expandable(word: str) -> bool:
+    """A word worth a model vector for query expansion: Latin letters, not a number or a CJK gram."""
+    return word.isalpha() and not is_cjk(word) and len(word) > 2
 
 
 @lru_cache(maxsize=1 << 19)

@@ -56,6 +56,12 @@ class Settings:
     # of the previous and the next section's body after its own text (0: its own text only)
     embed_context_chars: int = 300
     vector_weight_hash: float = 0.0
+    # query expansion, real models only: each query word also looks for the store's words whose own
+    # model vector is at least `expand_threshold` close ("children" finds "kids", "pets" finds "dog"),
+    # up to `expand_terms` per word, scored at `expand_weight` times the lexical score (0: off)
+    expand_weight: float = 0.6
+    expand_threshold: float = 0.6
+    expand_terms: int = 2
     candidates: int = 100
     # priors (mild): importance in [0, 1] around 0.6, recency with a half-life
     importance_weight: float = 0.05

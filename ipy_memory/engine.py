@@ -16,6 +16,7 @@ from ._reembed import EmbeddingMixin
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._writer import BatchWriter
+from ._expand import expansion
 from ._recall import Candidate, rank
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
@@ -309,8 +310,9 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         self.shards.sync()
         now = self.clock()
         pool = 50 if max_tokens else limit
-        cands: list[Candidate] = rank([self.shards.get(s) for s in spaces], query, self.embedder, self.settings,
-                                      now, pool * (10 if path else 1), self._embed_query)
+        shards = [self.shards.get(s) for s in spaces]
+        cands: list[Candidate] = rank(shards, query, self.embedder, self.settings, now, pool * (10 if path else 1),
+                                      self._embed_query, lambda q: expansion(self, shards, q))
         rows = self._node_rows([c.key for c in cands])
         hits: list[Hit] = []
         for c in cands:

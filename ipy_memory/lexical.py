@@ -77,6 +77,8 @@ class LexicalShard:
         self.doc_text = Column(np.int32)               # ... of which have text (a heading alone has none)
         self.doc_slot_of: dict[str, int] = {}
         self._doc_at: dict[int, str] | None = None     # doc_slot_of reversed, built at the first removal
+        self._vocab: dict[int, str] = {}               # term hash -> a word it came from (query expansion)
+        self._vocab_saved: tuple | None = None         # a snapshot's vocabulary, merged in at first use
         self.n_alive = 0
         self.total_len = 0.0
         self.n_docs = 0
@@ -91,7 +93,7 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 5     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 6     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self) -> dict[str, np.ndarray]:
         out = {c: getattr(self, c).view for c in self._COLUMNS}
@@ -101,6 +103,9 @@ class LexicalShard:
         for doc_id, ds in self.doc_slot_of.items():
             ids[ds] = doc_id
         out["doc_ids"] = np.array(ids, dtype=str)
+        vocab = self.vocabulary()
+        out["vocab_h"] = np.fromiter(vocab.keys(), np.int64, len(vocab))
+        out["vocab_w"] = np.array(list(vocab.values()), dtype=str)
         out["state"] = np.array(json.dumps({
             "version": self.VERSION, "sequence_window": self.s.sequence_window, "n_alive": self.n_alive,
             "total_len": self.total_len, "n_docs": self.n_docs, "total_doc_len": self.total_doc_len,
@@ -126,7 +131,18 @@ class LexicalShard:
         shard.n_alive, shard.total_len = state["n_alive"], state["total_len"]
         shard.n_docs, shard.total_doc_len = state["n_docs"], state["total_doc_len"]
         shard._thread_last = {k: tuple(v) for k, v in state["thread_last"].items()}
+        shard._vocab_saved = (data["vocab_h"], data["vocab_w"])     # a dict only if expansion asks
         return shard
+
+    def vocabulary(self) -> dict[int, str]:
+        """Term hash -> a word of the store it stands for (the words query expansion can reach)."""
+        if self._vocab_saved is not None:
+            hashes, words = self._vocab_saved
+            merged = dict(zip(hashes.tolist(), words.tolist()))
+            for h, w in self._vocab.items():
+                merged.setdefault(h, w)
+            self._vocab, self._vocab_saved = merged, None
+        return self._vocab
 
     # ----------------------------------------------------------------------------------- writes
     def add(self, rows: list[NodeRow]) -> None:
@@ -140,6 +156,7 @@ class LexicalShard:
         lengths, cues, docs, prev, nxt = [], [], [], [], []
         body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
         doc_terms: dict[int, Counter] = {}
+        vocab: dict[str, str] = {}                 # index term -> the first word seen for it
         for slot, r in zip(slots, rows):
             self.slot_of[r.key] = slot
             ds = self.doc_slot_of.get(r.document_id)
@@ -155,7 +172,11 @@ class LexicalShard:
             self.doc_live.view[ds] += 1
             docs.append(ds)
             _, speaker, message = _text.chat_parts(r.body)
-            ts = _text.terms(r.body)
+            pairs = _text.surface_terms(r.body)
+            ts = [t for _, t in pairs]
+            for w, t in pairs:
+                if t not in vocab and _text.expandable(w):
+                    vocab[t] = w
             tf = {_text.term_hash(t): c for t, c in Counter(ts).items()}
             body[0].extend(tf)
             body[1].extend([slot] * len(tf))
@@ -180,6 +201,9 @@ class LexicalShard:
                 self._thread_last[r.session] = (slot, r.created_at)
             prev.append(link)
             nxt.append(-1)
+        known = self._vocab
+        for t, w in vocab.items():
+            known.setdefault(_text.term_hash(t), w)
         self.post.append_many(*body)
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])

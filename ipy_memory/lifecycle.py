@@ -105,6 +105,31 @@ class LifecycleMixin:
             return None
 
     # ------------------------------------------------------------------------------ access tracking
+    def _best_effort_write(self, write, what: str):
+        """`write(db)` in its own short transaction, or nothing (logged) if another writer holds the
+        database, a transaction is open or the store is read-only. Never raises into a recall."""
+        if self.read_only or getattr(self, "_closed", True):
+            return None
+        db = self.store.db
+        with self.store.lock:
+            if db.in_transaction:        # never commit someone else's transaction
+                return None
+            try:
+                db.execute("PRAGMA busy_timeout = 100")   # another writer: skip, don't stall recall
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    out = write(db)
+                    db.execute("COMMIT")
+                    return out
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+            except (sqlite3.Error, InvalidArgument) as exc:
+                log.debug("%s skipped: %s", what, exc)
+                return None
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {self.store.busy_ms}")
+
     @locked
     def _on_recall(self, hits) -> None:
         """A recall hit is an access: one UPDATE bumps accessed_at / access_count and warms the tier.
@@ -114,35 +139,24 @@ class LifecycleMixin:
             return
         if self.auto_rotate:
             self.maybe_rotate(background=True)
+        if self.__dict__.get("_pending_cache"):     # vectors a recall computed (query expansion's words)
+            self._best_effort_write(self._flush_embed_cache, "saving word vectors")
         if not hits:
             return
         ids = list(dict.fromkeys(h.document_id for h in hits))
-        db, marks = self.store.db, ",".join("?" * len(ids))
-        hot = self._policy().names[0]
-        warmed = 0
-        with self.store.lock:
-            if db.in_transaction:        # never commit someone else's transaction
-                return
-            try:
-                db.execute("PRAGMA busy_timeout = 100")   # another writer: skip, don't stall recall
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    # warming documents up changes their vectors' precision: tell every engine
-                    warmed = db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space "
-                                        f"FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.id IN ({marks}) "
-                                        "AND d.tier != ?", (*ids, hot)).rowcount
-                    db.execute(f"UPDATE documents SET accessed_at = ?, access_count = access_count + 1, tier = ? "
-                               f"WHERE id IN ({marks})", (self.clock(), hot, *ids))
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-            except (sqlite3.Error, InvalidArgument) as exc:
-                log.debug("access tracking skipped: %s", exc)
-            finally:
-                db.execute(f"PRAGMA busy_timeout = {self.store.busy_ms}")
-        if warmed > 0:                   # apply our own 'tier' entries (own commits leave data_version alone)
-            self.shards.sync(force=True)
+        marks, hot = ",".join("?" * len(ids)), self._policy().names[0]
+
+        def track(db) -> int:
+            # warming documents up changes their vectors' precision: tell every engine
+            warmed = db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space "
+                                f"FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.id IN ({marks}) "
+                                "AND d.tier != ?", (*ids, hot)).rowcount
+            db.execute(f"UPDATE documents SET accessed_at = ?, access_count = access_count + 1, tier = ? "
+                       f"WHERE id IN ({marks})", (self.clock(), hot, *ids))
+            return warmed
+
+        if (self._best_effort_write(track, "access tracking") or 0) > 0:
+            self.shards.sync(force=True)    # apply our own 'tier' entries (own commits leave data_version alone)
 
     # ------------------------------------------------------------------------------ tiers
     @locked
