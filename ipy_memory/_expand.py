@@ -8,9 +8,10 @@ word also searches for the store's words within `expand_threshold` cosine of it 
 added at `expand_weight`, with all the structure of the ordinary lexical score (LoCoMo dev, `local`,
 sessions: R@10 0.819 -> 0.826, BENCHMARKS.md round 4).
 
-A store's words are embedded once per model through the engine's embedding cache in SQLite (kept
-by the recall that computed them), the first time a recall asks for them (a conversation of 5,000
-distinct words: ~2 s once), and words added later in small batches as they come.
+Each new word of the store is embedded once per model, when it is written (`embed_new_words`), and
+kept in the engine's embedding cache in SQLite. A store written before this, or by another model,
+(or re-embedded by `reembed`) has its words embedded by the first recall that needs them (5,000 distinct words: ~2 s, once; that
+recall keeps them in the cache).
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ class WordVectors:
         new = [(h, w) for h, w in vocabulary.items() if h not in self.row_of]
         self.seen[lex] = len(vocabulary)
         if new:
-            self._add([h for h, _ in new], embed([w for _, w in new]))
+            self.add([h for h, _ in new], embed([w for _, w in new]))
 
-    def _add(self, hashes: list[int], vecs) -> None:
+    def add(self, hashes: list[int], vecs) -> None:
         vecs = np.asarray(vecs, np.float32).reshape(len(hashes), self.dim)
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         vecs = np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0)
@@ -104,9 +105,33 @@ def expansion(engine, shards, query: str) -> Counter:
     words, own = query_words(query)
     if not words:
         return Counter()
-    vocab = engine.__dict__.get("_word_vectors")
-    if vocab is None or vocab.model != emb.name:
-        vocab = engine._word_vectors = WordVectors(emb.name, emb.dim)
+    vocab = _word_vectors(engine)
     for shard in shards:
         vocab.update(shard.lex, engine._embed_texts)
     return vocab.neighbours(vocab.vectors(words, engine._embed_texts), own, s.expand_threshold, s.expand_terms)
+
+
+def _word_vectors(engine) -> WordVectors:
+    emb = engine.embedder
+    vocab = engine.__dict__.get("_word_vectors")
+    if vocab is None or vocab.model != emb.name:
+        vocab = engine._word_vectors = WordVectors(emb.name, emb.dim)
+    return vocab
+
+
+def embed_new_words(engine, bodies) -> None:
+    """At write time, embed the words of new text that no recall has seen yet, so that the first
+    recall after a large import does not embed a whole vocabulary at once (they reach SQLite's
+    embedding cache with the write)."""
+    s, emb = engine.settings, engine.embedder
+    if not emb.semantic or s.expand_weight <= 0 or s.expand_terms <= 0:
+        return
+    vocab, new = _word_vectors(engine), {}
+    for body in bodies:
+        for w, t in _text.surface_terms(body):
+            if _text.expandable(w):
+                h = _text.term_hash(t)
+                if h not in vocab.row_of:
+                    new.setdefault(h, w)
+    if new:
+        vocab.add(list(new), engine._embed_texts(list(new.values())))

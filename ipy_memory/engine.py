@@ -16,7 +16,7 @@ from ._reembed import EmbeddingMixin
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._writer import BatchWriter
-from ._expand import expansion
+from ._expand import embed_new_words, expansion
 from ._recall import Candidate, rank
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
@@ -192,6 +192,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         texts = [t for p in preps for t in p.embedding_texts(context)]
         self._check_epoch()
         vecs = self._embed_texts(texts)            # before the transaction: a failed call writes nothing
+        embed_new_words(self, (n.body for p in preps for n in p.nodes))   # for query expansion
         offset = 0
         for p in preps:
             p.vectors = vecs[offset: offset + len(p.nodes)]

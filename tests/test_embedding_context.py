@@ -44,7 +44,7 @@ def test_real_models_get_context_the_hashing_embedder_does_not(tmp_path):
 
 
 def test_reembed_embeds_the_same_texts_as_a_fresh_store(tmp_path):
-    settings = Settings(embed_context_chars=300)
+    settings = Settings(embed_context_chars=300, expand_weight=0.0)   # node texts only, no word vectors
     fresh = Recording()
     with MemoryEngine(tmp_path / "fresh", project="p", embedder=fresh, settings=settings) as mem:
         mem.remember(NOTE)

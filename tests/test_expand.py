@@ -74,19 +74,28 @@ def test_offline_embedder_expands_nothing(tmp_path):
         assert not expansion(mem, [mem.shards.get(s) for s in mem._spaces("project", None, None)], "children")
 
 
-def test_word_vectors_are_embedded_once_per_store(tmp_path):
+def test_words_are_embedded_when_written(tmp_path):
     model = WordSenseModel()
     with MemoryEngine(tmp_path, project="p", embedder=model, settings=LEXICAL_ONLY) as mem:
         mem.remember_many([{"content": n} for n in NOTES])
-        mem.recall("children")
-        assert "beach" in model.seen and "kids" in model.seen            # the store's words, one by one
+        assert "beach" in model.seen and "kids" in model.seen            # each word, once, at write time
         seen = len(model.seen)
-        mem.recall("children at the beach")
-        assert len(model.seen) == seen                                     # nothing new to embed
+        assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
+        assert model.seen[seen:] == ["children", "enjoy"]      # only the query's words the store lacks
+
+
+def test_an_older_stores_words_are_embedded_once_by_a_recall(tmp_path):
+    with MemoryEngine(tmp_path, project="p", embedder=WordSenseModel(),
+                      settings=LEXICAL_ONLY.with_(expand_weight=0.0)) as mem:      # written without expansion
+        mem.remember_many([{"content": n} for n in NOTES])
+    first = WordSenseModel()
+    with MemoryEngine(tmp_path, project="p", embedder=first, settings=LEXICAL_ONLY) as mem:
+        assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
+        assert "beach" in first.seen and "kids" in first.seen            # the vocabulary, at the first recall
     again = WordSenseModel()
     with MemoryEngine(tmp_path, project="p", embedder=again, settings=LEXICAL_ONLY) as mem:
         assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
-        assert "beach" not in again.seen and "kids" not in again.seen    # from the embedding cache in SQLite
+        assert "beach" not in again.seen and "kids" not in again.seen    # kept in SQLite by that recall
 
 
 def test_vocabulary_survives_a_snapshot():
