@@ -6,12 +6,12 @@ dessert/cake 0.59), so each word of the store's vocabulary gets its own model ve
 word also searches for the store's words within `expand_threshold` cosine of it (at most
 `expand_terms` per query word, never one with the query word's own stem). Their lexical score is
 added at `expand_weight`, with all the structure of the ordinary lexical score (LoCoMo dev, `local`,
-sessions: R@10 0.819 -> 0.826, BENCHMARKS.md round 4).
+sessions: R@10 0.819 -> 0.825, BENCHMARKS.md round 4).
 
 Each new word of the store is embedded once per model, when it is written (`embed_new_words`), and
-kept in the engine's embedding cache in SQLite. A store written before this, or by another model,
-(or re-embedded by `reembed`) has its words embedded by the first recall that needs them (5,000 distinct words: ~2 s, once; that
-recall keeps them in the cache).
+kept in the engine's embedding cache in SQLite. A store written without them (by an older version,
+with `expand_weight=0`, or re-embedded by `reembed`) has its words embedded by the first recall that
+needs them (5,000 distinct words: ~2 s with `local`, once; that recall keeps them in the cache).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 from usearch.index import MetricKind, search
 
 from . import _text
+from ._columns import Column
 
 
 class WordVectors:
@@ -33,7 +34,7 @@ class WordVectors:
         self.model, self.dim = model, dim
         self.hashes: list[int] = []
         self.row_of: dict[int, int] = {}
-        self.mat = np.zeros((0, dim), np.float16)
+        self.mat = Column(np.float16, width=dim)        # grows in place: a write adds a few words
         self.seen = weakref.WeakKeyDictionary()   # lexical shard -> its vocabulary's size when last read
 
     def update(self, lex, embed) -> None:
@@ -51,7 +52,7 @@ class WordVectors:
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
         vecs = np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0)
         base = len(self.hashes)
-        self.mat = np.concatenate([self.mat, vecs.astype(np.float16)])
+        self.mat.extend(vecs.astype(np.float16))
         self.hashes.extend(hashes)
         self.row_of.update((h, base + i) for i, h in enumerate(hashes))
 
@@ -63,7 +64,7 @@ class WordVectors:
         out = np.zeros((len(words), self.dim), np.float32)
         for i, h in enumerate(hashes):
             if h in self.row_of:
-                out[i] = self.mat[self.row_of[h]]
+                out[i] = self.mat.view[self.row_of[h]]
         for j, i in enumerate(missing):
             out[i] = fresh[j] / (np.linalg.norm(fresh[j]) or 1.0)
         return out
@@ -75,7 +76,7 @@ class WordVectors:
             return out
         exclude = set(own)
         want = min(len(self.hashes), per_word + 4)      # room for the query word's own forms
-        found = search(self.mat, np.asarray(qvecs, np.float16), want, MetricKind.Cos, exact=True)
+        found = search(self.mat.view, np.asarray(qvecs, np.float16), want, MetricKind.Cos, exact=True)
         keys = np.asarray(found.keys, np.int64).reshape(len(qvecs), -1)
         dists = np.asarray(found.distances, np.float32).reshape(len(qvecs), -1)
         for row, dist in zip(keys, dists):
