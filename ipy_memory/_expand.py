@@ -100,9 +100,9 @@ def query_words(query: str) -> tuple[list[str], list[int]]:
 
 def expansion(engine, shards, query: str) -> Counter:
     """Extra query terms for a recall over `shards` (none unless the engine has a real model)."""
-    s, emb = engine.settings, engine.embedder
-    if not emb.semantic or s.expand_weight <= 0 or s.expand_terms <= 0:
+    if not _enabled(engine):
         return Counter()
+    s = engine.settings
     words, own = query_words(query)
     if not words:
         return Counter()
@@ -110,6 +110,11 @@ def expansion(engine, shards, query: str) -> Counter:
     for shard in shards:
         vocab.update(shard.lex, engine._embed_texts)
     return vocab.neighbours(vocab.vectors(words, engine._embed_texts), own, s.expand_threshold, s.expand_terms)
+
+
+def _enabled(engine) -> bool:
+    s = engine.settings
+    return engine.embedder.semantic and s.expand_weight > 0 and s.expand_terms > 0
 
 
 def _word_vectors(engine) -> WordVectors:
@@ -124,8 +129,7 @@ def embed_new_words(engine, bodies) -> None:
     """At write time, embed the words of new text that no recall has seen yet, so that the first
     recall after a large import does not embed a whole vocabulary at once (they reach SQLite's
     embedding cache with the write)."""
-    s, emb = engine.settings, engine.embedder
-    if not emb.semantic or s.expand_weight <= 0 or s.expand_terms <= 0:
+    if not _enabled(engine):
         return
     vocab, new = _word_vectors(engine), {}
     for body in bodies:
