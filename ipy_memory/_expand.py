@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from itertools import islice
 
 import numpy as np
 from usearch.index import MetricKind, search
@@ -40,9 +41,11 @@ class WordVectors:
     def update(self, lex, embed) -> None:
         """Embed the words of `lex` (a LexicalShard) not seen yet."""
         vocabulary = lex.vocabulary()
-        if self.seen.get(lex) == len(vocabulary):     # a vocabulary only grows
+        start = self.seen.get(lex, 0)
+        if start == len(vocabulary):
             return
-        new = [(h, w) for h, w in vocabulary.items() if h not in self.row_of]
+        # a vocabulary only grows, in insertion order: its new words are the last ones
+        new = [(h, w) for h, w in islice(vocabulary.items(), start, None) if h not in self.row_of]
         self.seen[lex] = len(vocabulary)
         if new:
             self.add([h for h, _ in new], embed([w for _, w in new]))
