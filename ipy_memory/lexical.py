@@ -263,15 +263,11 @@ class LexicalShard:
             self._cache = None
 
     # ----------------------------------------------------------------------------------- search
-    def _node_postings(self, qterms: Counter) -> dict[int, tuple]:
+    def _node_postings(self, qterms: Counter, st: "_Structure") -> dict[int, tuple]:
         """Body postings of the query terms: (slots, tf, shared) where `shared` marks, per document
         slot, the documents that have the term in every section (None if there are none)."""
         out = {}
-        eligible = None
-        if self.s.flatten_shared_terms:
-            eligible = (self.doc_text.view >= 3) & self.doc_multi.view
-            if not eligible.any():            # flat memories only: nothing to look for
-                eligible = None
+        eligible = st.eligible if self.s.flatten_shared_terms else None
         for h in qterms:
             p = self.post.get(h)
             if p is None:
@@ -281,11 +277,12 @@ class LexicalShard:
                 docs = self.doc.view[p[0]]
                 docs = docs[eligible[docs] & self.alive.view[p[0]]]
                 if len(docs):
-                    have = np.bincount(docs, minlength=len(eligible))
-                    full = have == self.doc_text.view       # zero where not eligible
-                    full &= have > 0
-                    if full.any():
-                        shared = full
+                    # counted over the term's own documents, not over every document (1M: 3x faster)
+                    found, have = np.unique(docs, return_counts=True)
+                    full = found[have == self.doc_text.view[found]]
+                    if len(full):
+                        shared = np.zeros(len(eligible), bool)
+                        shared[full] = True
             out[h] = (p[0], p[1], shared)
         return out
 
@@ -330,12 +327,14 @@ class LexicalShard:
                 hops.append((w, p, n, clen, float(clen[live].mean()) if live.any() else 1.0))
             p, n = prev[p], nxt[n]
         keep = live.astype(np.float32)
+        eligible = (self.doc_text.view >= 3) & self.doc_multi.view
         if self.s.question_discount:
             keep *= 1 - self.s.question_discount * ((self.cues.view & _text.ENDS_ASKING) != 0)
         st = self._cache = _Structure(
             settings=self.s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
             hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, prev=prev, next=nxt,
             hops=hops, asks=np.append((self.cues.view & _text.ASKS) != 0, False), keep=keep,
+            dead_slots=np.flatnonzero(dead), eligible=eligible if eligible.any() else None,
             tfc=np.zeros(size + 1, np.float32), seen=np.zeros(size + 1, bool))
         return st
 
@@ -343,11 +342,13 @@ class LexicalShard:
         """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
         k1, b = self.s.bm25_k1, self.s.bm25_b
         tfc, seen = st.tfc, st.seen        # scratch, all zero between queries
+        terms = []                         # per term, what every distance shares
+        for slots, tf, shared in lists.values():
+            df = len(slots)
+            terms.append((slots, tf * ~st.dead[slots], shared,
+                          math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))))
         for w, p, n, clen, avg in st.hops:
-            for slots, tf, shared in lists.values():
-                tf = tf * ~st.dead[slots]
-                df = len(slots)
-                idf = math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))
+            for slots, tf, shared, idf in terms:
                 # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
                 # both maps are one-to-one, so each target list is duplicate-free (bar the sentinel)
                 after, before = n[slots], p[slots]
@@ -372,9 +373,9 @@ class LexicalShard:
         if not size or not qterms:
             return np.zeros(size, np.float32)
         st = self._structure(now)
-        lists = self._node_postings(qterms)
+        lists = self._node_postings(qterms, st)
         own, _ = self._bm25(lists, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
-        own[st.dead] = 0                   # forgotten or expired nodes lend no context either
+        own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
         score = own.copy()
         if self.s.reply_weight and lists:      # the answer to a question rarely repeats its words
             src = np.unique(np.concatenate([x[0][st.asks[x[0]]] for x in lists.values()]))
@@ -417,5 +418,7 @@ class _Structure:
     hops: list                 # per neighbour distance with a weight: (w, prev_d, next_d, context length, its mean)
     asks: np.ndarray           # the node asks a question
     keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
+    dead_slots: np.ndarray     # the slots of `dead` (few): zeroing them beats a mask over every slot
+    eligible: np.ndarray | None  # documents whose shared terms are looked for (3+ sections with text)
     tfc: np.ndarray            # scratch of _context_columns
     seen: np.ndarray

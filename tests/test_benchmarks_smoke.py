@@ -114,3 +114,11 @@ def test_vector_index_quick(tmp_path):
     assert len(rows) == 2, out
     exact_recall = float(rows[0].split("|")[4])
     assert exact_recall >= 0.99, out      # the exact scan is exact (float16 candidates, float32 rescoring)
+
+
+def test_lexical_scale_small(tmp_path):
+    out = _run([str(BENCH / "lexical_scale.py"), "--n", "3000"], tmp_path).stdout
+    assert "3,000 sections indexed" in out, out
+    rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
+    assert {"structured (the engine's)", "plain BM25, same postings", "ratio"} <= set(rows), out
+    assert float(rows["ratio"].split("|")[2].strip().rstrip("x")) > 0, out
