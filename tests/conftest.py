@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ipy_memory.embeddings.hashing import HashEmbedder
+
 
 def pytest_addoption(parser):
     parser.addoption("--heavy", action="store_true", default=False,
@@ -141,6 +143,22 @@ def check_indexes():
 
 
 T0 = 1_700_000_000.0      # a fixed "now" for tests with an injectable clock
+
+
+class Recording(HashEmbedder):
+    """The offline embedder, remembering every text it is asked to embed. `semantic=True` makes it a
+    stand-in for a real model (sections embedded with their neighbours' text, query expansion)."""
+
+    def __init__(self, semantic: bool = True, dim: int = 64):
+        super().__init__(dim)
+        self.semantic = semantic
+        if semantic:
+            self.name = f"recording-{dim}"
+        self.seen: list[str] = []
+
+    def _embed(self, texts):
+        self.seen += texts
+        return super()._embed(texts)
 
 
 @pytest.fixture

@@ -2,24 +2,11 @@
 
 import numpy as np
 
+from conftest import Recording
 from ipy_memory import HashEmbedder, MemoryEngine, Settings
 from ipy_memory._ingest import embedding_texts
 
 NOTE = "# Trip\n\n## Plan\n\nWhich train do we take?\n\n## Decision\n\nThe early one, it has a dining car.\n"
-
-
-class Recording(HashEmbedder):
-    """A stand-in for a real model that records what it is asked to embed."""
-
-    def __init__(self, semantic=True):
-        super().__init__(64)
-        self.semantic = semantic
-        self.name = f"recording-{int(semantic)}-64"
-        self.seen = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return super()._embed(texts)
 
 
 def test_own_text_first_then_neighbours_cut_to_budget():

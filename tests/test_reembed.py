@@ -2,6 +2,7 @@
 
 import pytest
 
+from conftest import Recording
 from ipy_memory import EmbedderMismatch, HashEmbedder, MemoryEngine, Settings
 
 SETTINGS = Settings(vector_weight_hash=1.0)        # let the vectors decide the ranking
@@ -61,21 +62,8 @@ def test_other_engine_notices_reembed(tmp_path):
     b.close()
 
 
-class CountingModel(HashEmbedder):
-    semantic = True
-
-    def __init__(self):
-        super().__init__(64)
-        self.name = "counting-model-64"
-        self.seen = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return super()._embed(texts)
-
-
 def test_embedding_cache_avoids_embedding_twice(tmp_path):
-    emb = CountingModel()
+    emb = Recording()
     with MemoryEngine(tmp_path, project="p", embedder=emb) as mem:
         mem.remember("the same paragraph", force=True)
         mem.remember("the same paragraph", force=True, scope="global")
@@ -89,32 +77,18 @@ def test_embedding_cache_avoids_embedding_twice(tmp_path):
         assert emb.seen[seen:] == ["paragraph"]
 
 
-class ContextModel(HashEmbedder):
-    """A stand-in for a real model: `semantic`, so sections are embedded with their neighbours' text."""
-    semantic = True
-
-    def __init__(self):
-        super().__init__(64)
-        self.name = "context-model-64"
-        self.seen = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return super()._embed(texts)
-
-
 def test_reembed_with_the_same_model_needs_force(tmp_path):
     """Memories embedded before embed_context_chars existed keep their own-text vectors until forced."""
     doc = "# Trip\n## Question\nWhere did we park?\n## Answer\nLevel 3, by the lifts."
-    model = ContextModel()
+    model = Recording()
     with MemoryEngine(tmp_path, project="p", embedder=model, settings=Settings(embed_context_chars=0)) as mem:
         mem.remember(doc)
         before = mem.stats()
     assert any("Where did we park?" in t for t in model.seen) and not any("Level 3" in t and "park" in t for t in model.seen)
-    with MemoryEngine(tmp_path, project="p", embedder=ContextModel()) as mem:
+    with MemoryEngine(tmp_path, project="p", embedder=Recording()) as mem:
         with pytest.raises(ValueError, match="force=True"):
-            mem.reembed(ContextModel(), progress=False)
-        fresh = ContextModel()
+            mem.reembed(Recording(), progress=False)
+        fresh = Recording()
         mem.reembed(fresh, progress=False, force=True)
         assert any("Level 3" in t and "park" in t for t in fresh.seen)    # now with its neighbour's text
         assert mem.stats()["documents"] == before["documents"]

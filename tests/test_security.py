@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import Embedder, EmbeddingError, HashEmbedder, InvalidArgument, MemoryEngine, Settings
+from conftest import Recording
+from ipy_memory import Embedder, EmbeddingError, InvalidArgument, MemoryEngine, Settings
 from ipy_memory.redact import redact
 
 # Synthetic secrets of each shape (none is real).
@@ -71,18 +72,6 @@ def db_text(data_dir: Path) -> str:
         con.close()
 
 
-class RecordingEmbedder(HashEmbedder):
-    """The offline embedder, remembering every text it was asked to embed (what a provider would see)."""
-
-    def __init__(self):
-        super().__init__()
-        self.seen: list[str] = []
-
-    def _embed(self, texts):
-        self.seen += texts
-        return super()._embed(texts)
-
-
 # ------------------------------------------------------------------------------------------ redaction
 @pytest.mark.parametrize("kind", sorted(SECRETS))
 def test_redact_each_kind(kind):
@@ -104,7 +93,7 @@ def test_redact_leaves_ordinary_text_alone(text):
 
 
 def test_exchanges_are_redacted_by_default(data_dir):
-    emb = RecordingEmbedder()
+    emb = Recording(semantic=False, dim=384)
     messages = [{"role": "user", "content": f"My {k} is {v}, please remember the setup."} for k, v in SECRETS.items()]
     messages.append({"role": "assistant", "content": "Noted; I will not repeat it."})
     with MemoryEngine(data_dir, project="p", embedder=emb) as eng:
@@ -129,7 +118,7 @@ def test_plain_memories_are_kept_verbatim_by_default(data_dir):
 
 
 def test_redact_all_covers_every_memory(data_dir):
-    emb = RecordingEmbedder()
+    emb = Recording(semantic=False, dim=384)
     with MemoryEngine(data_dir, project="p", embedder=emb, settings=Settings(redact="all")) as eng:
         r1 = eng.remember(f"# Deploy\n\nUse {SECRETS['openai']} for the API.\n\n## AWS\n\n{SECRETS['aws']}")
         rs = eng.remember_many([f"note {i}: {SECRETS[k]}" for i, k in enumerate(["github", "password", "bearer"])])
