@@ -47,7 +47,7 @@ def build(n: int, seed: int) -> tuple[LexicalShard, list[str]]:
 
 
 def top(scores: np.ndarray, k: int = 100) -> np.ndarray:
-    nz = np.flatnonzero(scores)
+    nz = np.flatnonzero(scores != 0)
     cand = nz[np.argpartition(-scores[nz], k)[:k]] if len(nz) > k else nz
     return cand[np.argsort(-scores[cand], kind="stable")][:10]
 
@@ -57,10 +57,17 @@ def structured(shard, q):
 
 
 def plain(shard, q):
-    lists = shard._lists(shard.post, query_terms(q))
-    own, _ = shard._bm25(lists, shard.n_alive, shard.length.view, shard.total_len / max(shard.n_alive, 1),
-                         shard.keys.size)
-    return top(own[: shard.keys.size])
+    """Textbook BM25 over the same postings: each node's own score, nothing else."""
+    k1, b, n = shard.s.bm25_k1, shard.s.bm25_b, shard.n_alive
+    avg = shard.total_len / max(n, 1)
+    out = np.zeros(shard.keys.size, np.float32)
+    for h in query_terms(q):
+        p = shard.post.get(h)
+        if p is not None:
+            slots, tf = p
+            idf = np.log(1 + (n - len(slots) + 0.5) / (len(slots) + 0.5))
+            np.add.at(out, slots, idf * (k1 + 1) * tf / (tf + k1 * (1 - b + b * shard.length.view[slots] / avg)))
+    return top(out)
 
 
 def timed(fn, shard, queries) -> np.ndarray:

@@ -24,13 +24,12 @@ had the average length). With length normalisation it ranked a document's shorte
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _text
+from . import _lexscore, _text
 from ._columns import Column
 from ._postings import Postings
 from .config import Settings
@@ -263,162 +262,16 @@ class LexicalShard:
             self._cache = None
 
     # ----------------------------------------------------------------------------------- search
-    def _node_postings(self, qterms: Counter, st: "_Structure") -> dict[int, tuple]:
-        """Body postings of the query terms: (slots, tf, shared) where `shared` marks, per document
-        slot, the documents that have the term in every section (None if there are none)."""
-        out = {}
-        eligible = st.eligible if self.s.flatten_shared_terms else None
-        for h in qterms:
-            p = self.post.get(h)
-            if p is None:
-                continue
-            shared = None
-            if eligible is not None:
-                docs = self.doc.view[p[0]]
-                docs = docs[eligible[docs] & self.alive.view[p[0]]]
-                if len(docs):
-                    # counted over the term's own documents, not over every document (1M: 3x faster)
-                    found, have = np.unique(docs, return_counts=True)
-                    full = found[have == self.doc_text.view[found]]
-                    if len(full):
-                        shared = np.zeros(len(eligible), bool)
-                        shared[full] = True
-            out[h] = (p[0], p[1], shared)
-        return out
-
-    @staticmethod
-    def _lists(postings: Postings, qterms: Counter) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        return {h: p for h in qterms if (p := postings.get(h)) is not None}
-
-    def _bm25(self, lists: dict, n: int, lengths: np.ndarray, avg: float, size: int):
-        k1, b = self.s.bm25_k1, self.s.bm25_b
-        out = np.zeros(size + 1, np.float32)
-        idf_total = 0.0
-        for slots, tf, *shared in lists.values():
-            df = len(slots)
-            idf = math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
-            idf_total += idf
-            ln = lengths[slots] if lengths is not None else 1.0    # None: every length is 1 (headings)
-            if shared and shared[0] is not None:     # every section alike: scored at the average length
-                ln = np.where(shared[0][self.doc.view[slots]], avg, ln)
-            norm = k1 * (1 - b + b * ln / max(avg, 1e-9))
-            out[slots] += idf * tf * (k1 + 1) / (tf + norm)
-        return out, idf_total
-
-    def _structure(self, now: float) -> "_Structure":
+    def _structure(self, now: float) -> _lexscore.Structure:
         """The query-independent arrays for `now`, rebuilt after a write, a settings change or when
         `now` crosses an expiry time (about half of a query's work at 100k nodes before caching)."""
         st = self._cache
-        if st is not None and st.settings is self.s and st.lo <= now < st.hi:
-            return st
-        size, exp = self.keys.size, self.expires.view
-        passed = exp <= now
-        dead = np.append(~self.alive.view | passed, False)
-        live = ~dead[:size]
-        length = np.append(self.length.view, 0.0)
-        length[dead] = 0
-        prev, nxt = self.prev.padded().copy(), self.next.padded().copy()
-        prev[prev < 0] = size
-        nxt[nxt < 0] = size
-        hops, p, n = [], prev, nxt
-        for w in self.s.neighbor_weights:
-            if w:
-                clen = length[p[:size]] + length[n[:size]]
-                hops.append((w, p, n, clen, float(clen[live].mean()) if live.any() else 1.0))
-            p, n = prev[p], nxt[n]
-        keep = live.astype(np.float32)
-        eligible = (self.doc_text.view >= 3) & self.doc_multi.view
-        if self.s.question_discount:
-            keep *= 1 - self.s.question_discount * ((self.cues.view & _text.ENDS_ASKING) != 0)
-        st = self._cache = _Structure(
-            settings=self.s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
-            hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, prev=prev, next=nxt,
-            hops=hops, asks=np.append((self.cues.view & _text.ASKS) != 0, False), keep=keep,
-            dead_slots=np.flatnonzero(dead), eligible=eligible if eligible.any() else None,
-            tfc=np.zeros(size + 1, np.float32), seen=np.zeros(size + 1, bool))
+        if st is None or st.settings is not self.s or not st.lo <= now < st.hi:
+            st = self._cache = _lexscore.build(self, now)
         return st
-
-    def _context_columns(self, lists: dict, st: "_Structure", score: np.ndarray, size: int) -> None:
-        """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
-        k1, b = self.s.bm25_k1, self.s.bm25_b
-        tfc, seen = st.tfc, st.seen        # scratch, all zero between queries
-        terms = []                         # per term, what every distance shares
-        for slots, tf, shared in lists.values():
-            df = len(slots)
-            terms.append((slots, tf * ~st.dead[slots], shared,
-                          math.log(1 + (max(self.n_alive, df) - df + 0.5) / (df + 0.5))))
-        for w, p, n, clen, avg in st.hops:
-            for slots, tf, shared, idf in terms:
-                # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j];
-                # both maps are one-to-one, so each target list is duplicate-free (bar the sentinel)
-                after, before = n[slots], p[slots]
-                tfc[after] += tf
-                tfc[before] += tf
-                seen[after] = True
-                targets = np.concatenate([after, before[~seen[before]]])
-                seen[after] = False
-                targets = targets[targets < size]
-                t = tfc[targets]
-                cl = clen[targets]
-                if shared is not None:
-                    cl = np.where(shared[self.doc.view[targets]], avg, cl)
-                score[targets] += w * idf * t * (k1 + 1) / (t + k1 * (1 - b + b * cl / max(avg, 1e-9)))
-                tfc[after] = 0
-                tfc[before] = 0
-                tfc[size] = 0
 
     def scores(self, qterms: Counter, qcues: int, now: float) -> np.ndarray:
         """A score per slot (0 for no match, dead or expired nodes)."""
-        size = self.keys.size
-        if not size or not qterms:
-            return np.zeros(size, np.float32)
-        st = self._structure(now)
-        lists = self._node_postings(qterms, st)
-        own, _ = self._bm25(lists, self.n_alive, self.length.view, self.total_len / max(self.n_alive, 1), size)
-        own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
-        score = own.copy()
-        if self.s.reply_weight and lists:      # the answer to a question rarely repeats its words
-            src = np.unique(np.concatenate([x[0][st.asks[x[0]]] for x in lists.values()]))
-            src = src[own[src] > 0]
-            dst = st.next[src]
-            score[dst] += self.s.reply_weight * own[src]      # next/prev are one-to-one: no repeats
-            score[size] = 0
-        if self.s.context_mode == "columns":
-            self._context_columns(lists, st, score, size)
-        else:
-            for w, p, n, _, _ in st.hops:
-                score[:size] += w * (own[p[:size]] + own[n[:size]])
-        if self.s.parent_weight and self.doc_post:
-            dscore, _ = self._bm25(self._lists(self.doc_post, qterms), self.n_docs, self.doc_len.view,
-                                   self.total_doc_len / max(self.n_docs, 1), self.doc_len.size)
-            dscore[: self.doc_len.size] *= self.doc_multi.view
-            score[:size] += self.s.parent_weight * dscore[self.doc.view]
-        score = score[:size]
-        titles = self._lists(self.title_post, qterms)
-        if titles and (self.s.title_weight or self.s.title_match_weight):
-            tscore, _ = self._bm25(titles, self.n_alive, None, 1.0, size)
-            named = np.unique(np.concatenate([x[0] for x in titles.values()]))
-            score[named] += self.s.title_match_weight * tscore[named]
-            score[named] *= 1 + self.s.title_weight        # the query names this heading/speaker
-        score *= st.keep
-        if self.s.cue_weight and qcues:
-            score *= 1 + self.s.cue_weight * ((self.cues.view & qcues) != 0)
-        return score
-
-
-
-@dataclass
-class _Structure:
-    settings: Settings
-    lo: float                  # valid while lo <= now < hi: no expiry time crossed
-    hi: float
-    dead: np.ndarray           # per slot + a sentinel slot (False): forgotten or expired
-    prev: np.ndarray           # previous / next slot, the sentinel for none
-    next: np.ndarray
-    hops: list                 # per neighbour distance with a weight: (w, prev_d, next_d, context length, its mean)
-    asks: np.ndarray           # the node asks a question
-    keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
-    dead_slots: np.ndarray     # the slots of `dead` (few): zeroing them beats a mask over every slot
-    eligible: np.ndarray | None  # documents whose shared terms are looked for (3+ sections with text)
-    tfc: np.ndarray            # scratch of _context_columns
-    seen: np.ndarray
+        if not self.keys.size or not qterms:
+            return np.zeros(self.keys.size, np.float32)
+        return _lexscore.scores(self, self._structure(now), qterms, qcues)

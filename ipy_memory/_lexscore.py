@@ -1,0 +1,219 @@
+"""Scoring a LexicalShard: the query-independent `Structure` and the per-query passes over it.
+
+The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
+is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.
+So the passes touch only what the postings reach (a term's slots, their neighbours, the sections
+of the documents it matched), per-node values are precomputed once per write (the BM25 length norms,
+which nodes can hold a document-wide term), and the neighbours of every hop are packed in one row
+per slot, read with one gather. Nothing here changes a score: `tests/test_lexical_scoring.py`
+compares the result with a direct computation of the formula in `lexical.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _text
+from .config import Settings
+
+
+@dataclass
+class Structure:
+    settings: Settings
+    lo: float                  # valid while lo <= now < hi: no expiry time crossed
+    hi: float
+    dead: np.ndarray           # per slot + a sentinel slot (False): forgotten or expired
+    dead_slots: np.ndarray     # the slots of `dead` (few): zeroing them beats a mask over every slot
+    next: np.ndarray           # next slot, the sentinel for none
+    weights: list              # the neighbour distances' weights (zero weights left out)
+    around: np.ndarray         # (slots + 1, 4 per weight) int32: per weight, the previous and next slot
+                               # at that distance, then (as float32) the BM25 norms of their context
+    norm: np.ndarray           # BM25 length norm per slot
+    doc_norm: np.ndarray       # ... per document slot
+    docs: np.ndarray           # document slot per slot, plus the sentinel's (0)
+    may_share: np.ndarray | None  # per slot: live, in a document whose shared terms are looked for
+    doc_first: np.ndarray | None  # per document slot, its first slot and slot count (None when a
+    doc_count: np.ndarray | None  # document's slots are not one run: then the roll-up is dense)
+    asking: np.ndarray         # slots that ask a question, and the slots that answer them
+    answering: np.ndarray
+    keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
+    tfc: np.ndarray            # scratch of _context_columns, all zero between queries
+
+
+def norm(s: Settings, lengths: np.ndarray, avg: float) -> np.ndarray:
+    """k1 * (1 - b + b * length / avg); floored, as a zero would make an absent term 0 / 0 (b = 1)."""
+    k1, b = s.bm25_k1, s.bm25_b
+    return np.maximum(k1 * (1 - b + b * lengths / max(avg, 1e-9)), 1e-6).astype(np.float32)
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
+
+
+def build(shard, now: float) -> Structure:
+    s, size, exp = shard.s, shard.keys.size, shard.expires.view
+    passed = exp <= now
+    dead = np.append(~shard.alive.view | passed, False)
+    live = ~dead[:size]
+    length = np.append(shard.length.view, 0.0)
+    length[dead] = 0
+    prev, nxt = shard.prev.padded().copy(), shard.next.padded().copy()
+    prev[prev < 0] = size
+    nxt[nxt < 0] = size
+    weights, hops, norms, p, n = [], [], [], prev, nxt
+    for w in s.neighbor_weights:
+        if w:
+            clen = length[p] + length[n]
+            weights.append(w)
+            hops += [p.astype(np.int32), n.astype(np.int32)]
+            nrm = norm(s, clen, float(clen[:size][live].mean()) if live.any() else 1.0)
+            norms += [nrm[p].view(np.int32), nrm[n].view(np.int32)]
+        p, n = prev[p], nxt[n]
+    docs = shard.doc.padded()
+    nd = shard.doc_len.size
+    eligible = (shard.doc_text.view >= 3) & shard.doc_multi.view       # 3+ sections with text
+    first = count = None
+    if size and (docs[1:size] >= docs[: size - 1]).all():     # whole documents appended in order
+        count = np.bincount(docs[:size], minlength=nd)
+        first = np.cumsum(count) - count
+    keep = live.astype(np.float32)
+    if s.question_discount:
+        keep *= 1 - s.question_discount * ((shard.cues.view & _text.ENDS_ASKING) != 0)
+    asking = np.flatnonzero(shard.cues.view & _text.ASKS)
+    return Structure(
+        settings=s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
+        hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, dead_slots=np.flatnonzero(dead),
+        next=nxt, weights=weights, around=np.stack(hops + norms, 1) if hops else np.zeros((size + 1, 0), np.int32),
+        norm=norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1)),
+        doc_norm=norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1)), docs=docs,
+        may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first, doc_count=count,
+        asking=asking, answering=nxt[asking], keep=keep, tfc=np.zeros(size + 1, np.float32))
+
+
+def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
+    """Body postings of the query terms: (slots, tf, shared), `shared` marking the postings (None if
+    none) whose document has the term in every section: such a term scores them all alike."""
+    out = {}
+    share = st.may_share if shard.s.flatten_shared_terms else None
+    for h in qterms:
+        p = shard.post.get(h)
+        if p is None:
+            continue
+        shared = None
+        if share is not None:
+            at = np.flatnonzero(share.take(p[0]))            # postings in candidate documents
+            if len(at):
+                # counted over the term's own documents, not over every document (1M: 3x faster);
+                # postings are in slot order, so a document's postings are usually one run
+                docs = st.docs.take(p[0].take(at))
+                if st.doc_first is not None:
+                    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+                    found, have = docs[starts], np.diff(np.r_[starts, len(docs)])
+                    full = np.repeat(have == shard.doc_text.view[found], have)
+                else:
+                    found, inverse, have = np.unique(docs, return_inverse=True, return_counts=True)
+                    full = (have == shard.doc_text.view[found])[inverse]
+                if full.any():
+                    shared = np.zeros(len(p[0]), bool)
+                    shared[at[full]] = True
+        out[h] = (p[0], p[1], shared)
+    return out
+
+
+def bm25(s: Settings, lists: dict, n: int, nrm, size: int) -> np.ndarray:
+    """BM25 per slot; `nrm` is the length norm per slot (or one for all). Shared terms score as if
+    the node had the average length (norm k1)."""
+    k1 = s.bm25_k1
+    out = np.zeros(size + 1, np.float32)
+    for slots, tf, *shared in lists.values():
+        nm = nrm.take(slots) if isinstance(nrm, np.ndarray) else nrm
+        if shared and shared[0] is not None:
+            nm = np.where(shared[0], k1, nm)
+        np.add.at(out, slots, (idf(n, len(slots)) * (k1 + 1)) * tf / (tf + nm))
+    return out
+
+
+def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
+    """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
+    k1, tfc, sides = shard.s.bm25_k1, st.tfc, 2 * len(st.weights)
+    for slots, tf, shared in lists.values():
+        tf = tf * ~st.dead.take(slots)         # forgotten text lends no context
+        scale = idf(shard.n_alive, len(slots)) * (k1 + 1)
+        rows = st.around.take(slots, axis=0)  # one gather for every distance, both sides, their norms
+        targets, norms = rows[:, :sides].T.astype(np.intp), rows.view(np.float32)[:, sides:].T
+        for i, w in enumerate(st.weights):
+            # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]; both
+            # maps are one-to-one (bar the sentinel), so each side's targets are distinct. A node with
+            # the term on both sides is scored with the first side, whose reset leaves it a tf of 0
+            # (adding 0) for the second: no deduplication pass is needed. A neighbour is in its
+            # node's document, so the node shares its `shared` mark.
+            for side in (2 * i, 2 * i + 1):
+                np.add.at(tfc, targets[side], tf)
+            for side in (2 * i, 2 * i + 1):
+                t = tfc.take(targets[side])
+                nm = norms[side] if shared is None else np.where(shared, k1, norms[side])
+                np.add.at(score, targets[side], (w * scale) * t / (t + nm))
+                tfc[targets[side]] = 0
+
+
+def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
+    s, size = shard.s, shard.keys.size
+    lists = node_postings(shard, st, qterms)
+    own = bm25(s, lists, shard.n_alive, st.norm, size)
+    own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
+    score = own.copy()
+    if s.reply_weight and lists:       # the answer to a question rarely repeats its words
+        asked = own.take(st.asking)
+        hit = np.flatnonzero(asked > 0)
+        np.add.at(score, st.answering.take(hit), s.reply_weight * asked.take(hit))
+        score[size] = 0
+    if s.context_mode == "columns":
+        context_columns(shard, st, lists, score)
+    else:
+        for i, w in enumerate(st.weights):
+            score[:size] += w * (own[st.around[:size, 2 * i]] + own[st.around[:size, 2 * i + 1]])
+    if s.parent_weight and shard.doc_post:
+        docs = {h: p for h in qterms if (p := shard.doc_post.get(h)) is not None}
+        if docs:
+            _roll_up(shard, st, docs, score)
+    score = score[:size]
+    titles = {h: p for h in qterms if (p := shard.title_post.get(h)) is not None}
+    if titles and (s.title_weight or s.title_match_weight):
+        tscore = bm25(s, titles, shard.n_alive, s.bm25_k1, size)     # every length is 1
+        named = _union([x[0] for x in titles.values()])
+        score[named] += s.title_match_weight * tscore[named]
+        score[named] *= 1 + s.title_weight        # the query names this heading/speaker
+    score *= st.keep
+    if s.cue_weight and qcues:
+        np.multiply(score, 1 + s.cue_weight, out=score, where=(shard.cues.view & qcues) != 0)
+    return score
+
+
+def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
+    """Add each multi-section document's own BM25 to its sections (a roll-up, never a filter)."""
+    nd, w = shard.doc_len.size, shard.s.parent_weight
+    for h, (docs, tf) in lists.items():
+        if len(docs) > 1 and not (docs[1:] > docs[:-1]).all():   # sections added to a document later
+            docs, at = np.unique(docs, return_inverse=True)      # hold a posting each: one tf per document
+            lists[h] = (docs, np.bincount(at, tf).astype(np.float32))
+    dscore = bm25(shard.s, lists, shard.n_docs, st.doc_norm, nd)
+    if st.doc_first is None:
+        dscore[:nd] *= shard.doc_multi.view
+        score[: shard.keys.size] += w * dscore[shard.doc.view]
+        return
+    hit = _union([x[0] for x in lists.values()])
+    hit = hit[shard.doc_multi.view.take(hit)]
+    count = st.doc_count.take(hit)
+    # the slots first[d] .. first[d] + count[d] - 1 of every hit document d, in one array
+    slots = np.repeat(st.doc_first.take(hit) - (np.cumsum(count) - count), count) + np.arange(count.sum())
+    np.add.at(score, slots, w * np.repeat(dscore.take(hit), count))
+
+
+def _union(arrays: list) -> np.ndarray:
+    """Sorted distinct values of several index arrays (a sort: numpy's hash-based unique was slower)."""
+    a = np.concatenate(arrays)
+    a.sort()
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a

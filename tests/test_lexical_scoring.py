@@ -1,0 +1,157 @@
+"""The vectorised lexical scorer (ipy_memory._lexscore) against the formula of lexical.py's docstring,
+computed node by node with plain loops over the same index: documents and chat threads, questions
+and answers, shared terms, headings, cues, forgotten and expired nodes, both neighbour modes."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from ipy_memory import _text
+from ipy_memory.config import Settings
+from ipy_memory.lexical import LexicalShard, NodeRow, query_terms
+
+WORDS = ("otter seal clam harbour kelp tide boat net crab gull storm pier lamp rope sail fish map "
+         "anchor shell reef").split()
+EXTRA = ["When is it?", "how many were there?", "at 5 pm", "Anna said so", "42 of them", "yes!"]
+
+
+def corpus(rng: random.Random, late_section: bool) -> tuple[LexicalShard, list[str]]:
+    shard, key, t = LexicalShard(Settings()), 0, 0.0
+    for batch in range(6):
+        rows = []
+        for _ in range(rng.randint(3, 6)):
+            t += rng.choice([5.0, 20.0, 5000.0])         # flat memories within sequence_window are a thread
+            if rng.random() < 0.5:                       # a document of 1-5 sections
+                n, doc, theme = rng.randint(1, 5), f"doc{key}", rng.choice(WORDS)
+                for i in range(n):
+                    key += 1
+                    body = " ".join(rng.choices(WORDS, k=rng.randint(0, 7)))
+                    if rng.random() < 0.7:
+                        body += f" {theme}"              # often in every section: a shared term
+                    rows.append(NodeRow(key, doc, i, n, rng.choice(["", "Harbour notes", "Kelp"]),
+                                        f"{body} {rng.choice(EXTRA)}", "s1", t, 0.5, None))
+            else:                                        # a flat chat message
+                key += 1
+                speaker = rng.choice(["Anna", "Ben"])
+                body = f"{speaker}: " + " ".join(rng.choices(WORDS, k=rng.randint(1, 8))) + " " + rng.choice(EXTRA)
+                rows.append(NodeRow(key, f"m{key}", 0, 1, "", body, rng.choice(["s1", "s2"]), t, 0.5,
+                                    rng.choice([None, None, 150.0, 1e9])))
+        shard.add(rows)
+    if late_section:       # a section added to an earlier document: its slots are no longer one run
+        first = next(r for r in shard_rows(shard) if r[1] > 1)
+        shard.add([NodeRow(10_000, shard_doc_id(shard, first[0]), 9, 9, "", "otter late note", "s1", t, 0.5, None)])
+    for k in rng.sample(sorted(shard.slot_of), 6):
+        shard.remove(k)
+    queries = [" ".join(rng.choices(WORDS + ["anna", "when", "how many"], k=rng.randint(1, 4))) for _ in range(40)]
+    return shard, queries
+
+
+def shard_rows(shard):
+    return [(slot, int(shard.doc_text.view[shard.doc.view[slot]])) for slot in range(shard.keys.size)]
+
+
+def shard_doc_id(shard, slot):
+    ds = int(shard.doc.view[slot])
+    return next(d for d, s in shard.doc_slot_of.items() if s == ds)
+
+
+def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
+    """Each node's score from lexical.py's formula, one node and one term at a time."""
+    s, size = shard.s, shard.keys.size
+    k1, b = s.bm25_k1, s.bm25_b
+    alive = [bool(shard.alive.view[x]) and shard.expires.view[x] > now for x in range(size)]
+    terms = list(query_terms(query))
+    tf = {h: dict(zip(*(a.tolist() for a in shard.post.get(h)))) if shard.post.get(h) else {} for h in terms}
+    idf = {h: math.log(1 + (max(shard.n_alive, len(tf[h])) - len(tf[h]) + 0.5) / (len(tf[h]) + 0.5)) for h in terms}
+    doc = shard.doc.view
+
+    def shared(h, x):
+        d = doc[x]
+        if not (shard.doc_multi.view[d] and shard.doc_text.view[d] >= 3) or not s.flatten_shared_terms:
+            return False
+        have = sum(1 for y in tf[h] if doc[y] == d and shard.alive.view[y])
+        return have == shard.doc_text.view[d]
+
+    def walk(x, links, d):
+        for _ in range(d):
+            x = int(links[x]) if x is not None and links[x] >= 0 else None
+        return x
+
+    def length(x):
+        return float(shard.length.view[x]) if x is not None and alive[x] else 0.0
+
+    def own(x):
+        if not alive[x]:
+            return 0.0
+        avg = shard.total_len / max(shard.n_alive, 1)
+        out = 0.0
+        for h in terms:
+            if x in tf[h]:
+                nm = k1 if shared(h, x) else k1 * (1 - b + b * shard.length.view[x] / avg)
+                out += idf[h] * (k1 + 1) * tf[h][x] / (tf[h][x] + nm)
+        return out
+
+    owns = [own(x) for x in range(size)]
+    score = np.zeros(size)
+    for d, w in enumerate(s.neighbor_weights, 1):
+        if not w:
+            continue
+        around = [(walk(x, shard.prev.view, d), walk(x, shard.next.view, d)) for x in range(size)]
+        clen = [length(p) + length(n) for p, n in around]
+        avg = np.mean([c for c, a in zip(clen, alive) if a])
+        for x, (p, n) in enumerate(around):
+            if s.context_mode == "propagate":
+                score[x] += w * sum(owns[y] for y in (p, n) if y is not None)
+                continue
+            for h in terms:
+                c = sum(tf[h].get(y, 0) for y in (p, n) if y is not None and alive[y])
+                if c:
+                    nm = k1 if shared(h, x) else k1 * (1 - b + b * clen[x] / avg)
+                    score[x] += w * idf[h] * (k1 + 1) * c / (c + nm)
+    for x in range(size):
+        score[x] += owns[x]
+        p = walk(x, shard.prev.view, 1)
+        if p is not None and shard.cues.view[p] & _text.ASKS:
+            score[x] += s.reply_weight * owns[p]
+        if shard.doc_multi.view[doc[x]]:
+            avg_doc = shard.total_doc_len / max(shard.n_docs, 1)
+            for h in terms:
+                dp = shard.doc_post.get(h)
+                if dp is not None and doc[x] in dp[0].tolist():
+                    dtf = float(dp[1][dp[0] == doc[x]].sum())     # a late section adds a posting
+                    df = len(set(dp[0].tolist()))
+                    didf = math.log(1 + (max(shard.n_docs, df) - df + 0.5) / (df + 0.5))
+                    nm = k1 * (1 - b + b * shard.doc_len.view[doc[x]] / avg_doc)
+                    score[x] += s.parent_weight * didf * (k1 + 1) * dtf / (dtf + nm)
+        named = [h for h in terms if (tp := shard.title_post.get(h)) is not None and x in tp[0].tolist()]
+        if named:
+            score[x] += s.title_match_weight * sum(idf_title(shard, h) for h in named)
+            score[x] *= 1 + s.title_weight
+        if not alive[x]:
+            score[x] = 0
+        elif shard.cues.view[x] & _text.ENDS_ASKING:
+            score[x] *= 1 - s.question_discount
+        if shard.cues.view[x] & _text.question_cues(query):
+            score[x] *= 1 + s.cue_weight
+    return score
+
+
+def idf_title(shard, h):
+    df = len(shard.title_post.get(h)[0])
+    return math.log(1 + (max(shard.n_alive, df) - df + 0.5) / (df + 0.5))     # tf 1, length 1: BM25 = idf
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("late_section", [False, True])
+@pytest.mark.parametrize("mode", ["columns", "propagate"])
+def test_scores_follow_the_formula(seed, late_section, mode):
+    shard, queries = corpus(random.Random(seed), late_section)
+    shard.s = Settings(context_mode=mode)
+    assert (shard._structure(0.0).doc_first is None) == late_section     # both roll-up paths are taken
+    for now in (100.0, 200.0):                                           # before / after some expiries
+        for q in queries:
+            got = shard.scores(query_terms(q), _text.question_cues(q), now)
+            want = reference(shard, q, now)
+            assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
