@@ -66,7 +66,7 @@ class LexicalShard:
         self.created = Column(np.float64)
         self.importance = Column(np.float32)
         self.expires = Column(np.float64, fill=np.inf)
-        self.slot_of: dict[int, int] = {}
+        self._slot_of: dict[int, int] | None = {}     # key -> slot; None: build from the columns when asked
         self.post = Postings()           # body terms of each node
         self.title_post = Postings()     # heading / speaker terms of each node
         self.doc_post = Postings()       # body terms of each multi-section document
@@ -74,7 +74,8 @@ class LexicalShard:
         self.doc_multi = Column(np.bool_, fill=False)
         self.doc_live = Column(np.int32)               # live nodes per document slot
         self.doc_text = Column(np.int32)               # ... of which have text (a heading alone has none)
-        self.doc_slot_of: dict[str, int] = {}
+        self._doc_slot_of: dict[str, int] | None = {}  # document id -> document slot; None: ... from _doc_ids
+        self._doc_ids: np.ndarray | None = None        # a snapshot's document ids, by document slot
         self._doc_at: dict[int, str] | None = None     # doc_slot_of reversed, built at the first removal
         self._vocab: dict[int, str] = {}               # term hash -> a word it came from (query expansion)
         self._vocab_saved: tuple | None = None         # a snapshot's vocabulary, merged in at first use
@@ -122,16 +123,27 @@ class LexicalShard:
             getattr(shard, c).adopt(data[c])
         for name in cls._POSTINGS:
             setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs"))))
-        live = np.flatnonzero(shard.alive.view)       # dict(zip(...)) of lists: 3x faster than a loop
-        shard.slot_of = dict(zip(shard.keys.view[live].tolist(), live.tolist()))
-        doc_ids = data["doc_ids"]
-        live = np.flatnonzero((shard.doc_live.view > 0) & (doc_ids != ""))
-        shard.doc_slot_of = dict(zip(doc_ids[live].tolist(), live.tolist()))
+        # the key maps are built at their first use: a recall needs neither (100k: 40 ms of a cold start)
+        shard._slot_of, shard._doc_slot_of, shard._doc_ids = None, None, data["doc_ids"]
         shard.n_alive, shard.total_len = state["n_alive"], state["total_len"]
         shard.n_docs, shard.total_doc_len = state["n_docs"], state["total_doc_len"]
         shard._thread_last = {k: tuple(v) for k, v in state["thread_last"].items()}
         shard._vocab_saved = (data["vocab_h"], data["vocab_w"])     # a dict only if expansion asks
         return shard
+
+    @property
+    def slot_of(self) -> dict[int, int]:
+        if self._slot_of is None:
+            live = np.flatnonzero(self.alive.view)     # dict(zip(...)) of lists: 3x faster than a loop
+            self._slot_of = dict(zip(self.keys.view[live].tolist(), live.tolist()))
+        return self._slot_of
+
+    @property
+    def doc_slot_of(self) -> dict[str, int]:
+        if self._doc_slot_of is None:
+            live = np.flatnonzero((self.doc_live.view > 0) & (self._doc_ids != ""))
+            self._doc_slot_of, self._doc_ids = dict(zip(self._doc_ids[live].tolist(), live.tolist())), None
+        return self._doc_slot_of
 
     def vocabulary(self) -> dict[int, str]:
         """Term hash -> a word of the store it stands for (the words query expansion can reach)."""

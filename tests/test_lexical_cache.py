@@ -1,7 +1,9 @@
 """LexicalShard keeps query-independent arrays between queries: they must follow every change."""
 
 import numpy as np
+import pytest
 
+from ipy_memory._npz import load_npz, write_npz
 from ipy_memory.config import Settings
 from ipy_memory.lexical import LexicalShard, NodeRow, query_terms
 
@@ -74,3 +76,20 @@ def test_removals_retire_exactly_their_documents():
         shard.remove(100)
         assert "doc1" not in shard.doc_slot_of and shard.n_docs == 8
         assert set(scored(shard, "lanterns", 0.0)) == {k for k in range(6, 29)}
+
+
+def test_shard_from_snapshot_builds_its_key_maps_only_when_asked_and_then_edits_like_the_original(tmp_path):
+    original = LexicalShard(Settings())
+    original.add([row(1, "kelp forest notes", doc="k", ord_=0, n=3), row(2, "otters rest in kelp", doc="k", ord_=1, n=3),
+                  row(3, "tide is low", doc="k", ord_=2, n=3), row(4, "walrus", doc="w")])
+    write_npz(tmp_path / "lex.npz", original.snapshot())
+    loaded = LexicalShard.from_snapshot(load_npz(tmp_path / "lex.npz"), Settings())
+    assert scored(loaded, "kelp otters", 0.0) == scored(original, "kelp otters", 0.0)
+    assert loaded._slot_of is None and loaded._doc_slot_of is None      # a recall built neither
+    for shard in (original, loaded):
+        shard.remove(2)
+        shard.add([row(5, "kelp again", doc="w2"), row(6, "walrus kelp", doc="k2")])
+        shard.set_expiry(4, 10.0)
+    assert loaded.slot_of == original.slot_of and loaded.doc_slot_of == original.doc_slot_of
+    for q in ("kelp", "walrus otters", "tide"):
+        assert scored(loaded, q, 20.0) == pytest.approx(scored(original, q, 20.0))
