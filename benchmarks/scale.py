@@ -19,7 +19,8 @@ RSS is that system's own):
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
                  default weight is 0, i.e. lexical only) and lexical only (default settings); peers:
                  vector kNN (they have no lexical ranking)
-  cold open      a new process: import + open + first query (median of --cold-runs)
+  cold open      a new process: import + open + first query (median of --cold-runs); ipy_memory also
+                 with its default settings (lexical only)
   disk           bytes on disk per memory after close; peak RSS (getrusage) and its growth over the
                  worker's baseline (Python + numpy + the embedder)
   ANN recall@10  of each index against exact numpy search over the same vectors
@@ -682,6 +683,8 @@ def dump_profile(prof, path: Path, top: int = 30) -> None:
 def cold_main(a) -> dict:
     wd = Path(a.workdir)
     settings = json.loads(a.settings_json)
+    if a.cold_lexical:        # the engine's default settings: the hash vectors do not rank
+        settings = {k: v for k, v in settings.items() if k != "vector_weight_hash"}
     query = json.loads((wd / "queries.json").read_text())[0]
     cls = CLASSES[a.cold]
     if a.profile:
@@ -811,6 +814,13 @@ def run_size(a, n: int, systems: list[str], settings: dict) -> dict:
         if colds:
             r["cold"] = sorted(colds, key=lambda c: c["total_s"])[len(colds) // 2]
             r["cold_all_s"] = [c["total_s"] for c in colds]
+        lexical = []
+        for _ in range(a.cold_runs if name == "ipy_memory" else 0):
+            c, _wall = run_child(["--cold", name, "--cold-lexical"] + common, wd / f"log-{name}-cold.txt", a.timeout)
+            if c:
+                lexical.append(c["import_s"] + c["open_s"] + c["first_s"])
+        if lexical:
+            r["cold_lexical_s"] = sorted(lexical)[len(lexical) // 2]
         if name != "ipy_memory" and CLASSES[name].precomputed_ok and not a.no_precomputed:
             pre, _ = run_child(["--worker", name, "--phase", "precomputed"] + common,
                                wd / f"log-{name}-pre.txt", a.timeout)
@@ -873,6 +883,8 @@ def metrics(n: int, r: dict) -> dict:
         m["  open, ms"] = r["cold"]["open_s"] * 1e3
         m["  first query, ms"] = r["cold"]["first_s"] * 1e3
         m["  whole process (incl. interpreter), ms"] = r["cold"]["process_wall_s"] * 1e3
+    if "cold_lexical_s" in r:
+        m["  default settings (lexical only): cold open + first query, ms"] = r["cold_lexical_s"] * 1e3
     m["disk, bytes/memory"] = r["disk_bytes"] / n
     m["peak RSS, MB"] = r["peak_rss_mb"]
     m["  growth over baseline, MB"] = r["peak_rss_mb"] - r["base_rss_mb"]
@@ -1010,6 +1022,7 @@ def main(argv=None):
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--cold", help=argparse.SUPPRESS)
     ap.add_argument("--with-ann", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-lexical", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--phase", default="main", help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--settings-json", default="{}", help=argparse.SUPPRESS)
