@@ -6,6 +6,8 @@ none of them is keyed to a particular data set.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import re
 import subprocess
@@ -82,8 +84,12 @@ class Settings:
     token_counter: Callable[[str], int] = field(default=_default_tokens, compare=False, repr=False)
 
     def __post_init__(self):
-        if self.vector_index not in ("auto", "hnsw", "exact"):
-            raise InvalidArgument(f"vector_index must be 'auto', 'hnsw' or 'exact', not {self.vector_index!r}")
+        if isinstance(self.neighbor_weights, list):     # e.g. from JSON
+            object.__setattr__(self, "neighbor_weights", tuple(self.neighbor_weights))
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            rule = _RULES.get(name)
+            if rule is not None and not rule[0](value):
+                raise InvalidArgument(f"Settings.{name} must be {rule[1]}, not {value!r}")
 
     def ttl_for(self, scope: str) -> float | None:
         return {"session": self.ttl_session, "project": self.ttl_project, "global": self.ttl_global}[scope]
@@ -94,6 +100,44 @@ class Settings:
         if unknown:
             raise InvalidArgument(f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
         return replace(self, **changes)
+
+
+def _number(lo: float, hi: float = math.inf, integer: bool = False, none: bool = False):
+    def ok(v) -> bool:
+        if v is None:
+            return none
+        kind = numbers.Integral if integer else numbers.Real      # numpy's numbers too
+        return isinstance(v, kind) and not isinstance(v, bool) and lo <= v <= hi
+    what = f"{'an integer' if integer else 'a number'} in [{lo}, {hi}]" + (" or None" if none else "")
+    return ok, what.replace("inf]", "inf)")
+
+
+def _choice(*options):
+    return (lambda v: v in options), " or ".join(map(repr, options))
+
+
+_WEIGHT = _number(0.0)
+_RULES = {      # Settings field -> (check, what it must be); fields not listed take any value
+    "max_content_chars": _number(1, integer=True), "ttl_session": _number(1e-9, none=True),
+    "ttl_project": _number(1e-9, none=True), "ttl_global": _number(1e-9, none=True),
+    "redact": _choice("exchanges", "all", "off"), "dedup_threshold": _number(0.0, 1.0),
+    "bm25_k1": _number(0.0, 100.0), "bm25_b": _number(0.0, 1.0),
+    "neighbor_weights": (lambda v: isinstance(v, tuple) and all(_WEIGHT[0](w) for w in v),
+                         "a tuple of numbers >= 0 (one weight per distance)"),
+    "context_mode": _choice("columns", "propagate"), "parent_weight": _WEIGHT,
+    "flatten_shared_terms": (lambda v: isinstance(v, bool), "True or False"),
+    "title_weight": _WEIGHT, "title_match_weight": _WEIGHT, "cue_weight": _WEIGHT, "reply_weight": _WEIGHT,
+    "question_discount": _number(0.0, 1.0), "sequence_window": _number(0.0),
+    "vector_weight_semantic": _WEIGHT, "embed_context_chars": _number(0, integer=True),
+    "vector_weight_hash": _WEIGHT, "expand_weight": _WEIGHT, "expand_threshold": _number(-1.0, 1.0),
+    "expand_terms": _number(0, integer=True), "candidates": _number(1, integer=True),
+    "importance_weight": _WEIGHT, "recency_weight": _WEIGHT, "recency_half_life": _number(1e-9),
+    "vector_index": _choice("auto", "hnsw", "exact"), "exact_threshold": _number(0, integer=True),
+    "hnsw_connectivity": _number(2, integer=True), "hnsw_expansion_add": _number(1, integer=True),
+    "hnsw_expansion_search": _number(1, integer=True), "hnsw_tail": _number(0, integer=True),
+    "locale": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "token_counter": (callable, "a callable (text -> token count)"),
+}
 
 
 def env(name: str, default: str | None = None) -> str | None:

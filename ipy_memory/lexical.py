@@ -19,6 +19,8 @@ A term found in every section of a document (3 or more sections with text) descr
 document, e.g. a chat session's date or a note's subject: it scores every section alike (as if each
 had the average length). With length normalisation it ranked a document's shortest sections first
 ("Bye!" for a question naming the session's date).
+
+This module keeps the index (postings, per-node columns, snapshots); _lexscore.py computes the scores.
 """
 
 from __future__ import annotations

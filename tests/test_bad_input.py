@@ -520,3 +520,20 @@ def test_remote_provider_failures(tmp_path, embed_server, behaviour):
         assert counts(eng) == before
         server.default = "ok"
         assert eng.remember("the provider is back").stored
+
+
+@pytest.mark.parametrize("name, value", [
+    ("bm25_b", 1.5), ("bm25_k1", -1), ("neighbor_weights", (0.5, -0.1)), ("neighbor_weights", "0.5"),
+    ("candidates", 0), ("candidates", 2.5), ("expand_threshold", 2.0), ("question_discount", 1.2),
+    ("ttl_session", 0), ("redact", "some"), ("context_mode", "both"), ("vector_weight_hash", -0.5),
+    ("flatten_shared_terms", "yes"), ("recency_half_life", 0), ("hnsw_connectivity", 1),
+    ("token_counter", 4), ("max_content_chars", True)])
+def test_settings_out_of_range_are_refused_by_name(name, value):
+    with pytest.raises(InvalidArgument, match=f"Settings.{name} must be"):
+        Settings().with_(**{name: value})
+
+
+def test_settings_accept_numpy_numbers_and_a_list_of_weights():
+    import numpy as np
+    s = Settings(candidates=np.int64(50), bm25_b=np.float32(0.5), neighbor_weights=[0.5, 0.25], ttl_global=None)
+    assert s.candidates == 50 and s.neighbor_weights == (0.5, 0.25)
