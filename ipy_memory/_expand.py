@@ -21,10 +21,10 @@ from collections import Counter
 from itertools import islice
 
 import numpy as np
-from usearch.index import MetricKind, search
 
 from . import _text
 from ._columns import Column
+from ._native import exact_cosine
 
 
 class WordVectors:
@@ -79,7 +79,7 @@ class WordVectors:
             return out
         exclude = set(own)
         want = min(len(self.hashes), per_word + 4)      # room for the query word's own forms
-        found = search(self.mat.view, np.asarray(qvecs, np.float16), want, MetricKind.Cos, exact=True)
+        found = exact_cosine(self.mat.view, np.asarray(qvecs, np.float16), want)
         keys = np.asarray(found.keys, np.int64).reshape(len(qvecs), -1)
         dists = np.asarray(found.distances, np.float32).reshape(len(qvecs), -1)
         for row, dist in zip(keys, dists):

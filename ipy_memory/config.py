@@ -10,9 +10,7 @@ import math
 import numbers
 import os
 import re
-import subprocess
 import sys
-import uuid
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
@@ -180,6 +178,7 @@ def normalize_remote(url: str) -> str:
 
 def default_project(cwd: str | os.PathLike | None = None) -> str:
     """The git remote of the working directory, else its absolute path as a file:// name."""
+    import subprocess     # here: 4 ms of `import ipy_memory` that most processes never need
     cwd = Path(cwd or os.getcwd()).resolve()
     try:
         out = subprocess.run(["git", "-C", str(cwd), "config", "--get", "remote.origin.url"],
@@ -191,7 +190,7 @@ def default_project(cwd: str | os.PathLike | None = None) -> str:
     return "file://" + cwd.as_posix()
 
 
-_PROCESS_SESSION = uuid.uuid4().hex[:16]
+_PROCESS_SESSION = os.urandom(8).hex()
 
 
 def default_session() -> str:

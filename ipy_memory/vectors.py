@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-from usearch.index import Index, MetricKind, search
 
 from ._columns import Column
+from ._native import exact_cosine, usearch
 from .config import Settings
 
 
@@ -64,8 +64,7 @@ class _LowTier:
             return np.zeros(0, np.int64)
         dead = self.keys.size - len(self.row_of)
         want = min(self.keys.size, k + dead)
-        m = search(self.mat.view, self.quantize(q[None])[0], want, MetricKind.Cos, exact=True,
-                   threads=_scan_threads(self.keys.size))
+        m = exact_cosine(self.mat.view, self.quantize(q[None])[0], want, threads=_scan_threads(self.keys.size))
         rows = np.asarray(m.keys, np.int64).reshape(-1)[:want]
         rows = rows[(rows >= 0) & (rows < self.keys.size)]
         return self.keys.view[rows[self.alive.view[rows]]][:k]
@@ -83,7 +82,7 @@ class VectorShard:
         self.alive = Column(np.bool_, fill=False)
         self.row_of: dict[int, int] = {}
         self.dead = 0
-        self.graph: Index | None = None
+        self.graph = None            # a usearch Index
         self.graph_rows = 0        # rows [0, graph_rows) of the matrix are in the graph
         self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
         self._orphan_cache = None
@@ -95,8 +94,8 @@ class VectorShard:
     def hot_count(self) -> int:
         return len(self.row_of)
 
-    def _new_graph(self) -> Index:
-        return Index(ndim=self.dim, metric="cos", dtype="f16", connectivity=self.s.hnsw_connectivity,
+    def _new_graph(self):
+        return usearch().Index(ndim=self.dim, metric="cos", dtype="f16", connectivity=self.s.hnsw_connectivity,
                      expansion_add=self.s.hnsw_expansion_add, expansion_search=self.s.hnsw_expansion_search)
 
     # ------------------------------------------------------------------------------ writes
@@ -240,7 +239,7 @@ class VectorShard:
             return [np.zeros(0, np.int64) for _ in qs]
         dead = int((~self.alive.view[start:]).sum()) if self.dead else 0
         want = min(len(mat), k + dead)
-        m = search(mat, qs.astype(np.float16), want, MetricKind.Cos, exact=True, threads=_scan_threads(len(mat)))
+        m = exact_cosine(mat, qs.astype(np.float16), want, threads=_scan_threads(len(mat)))
         found = np.asarray(m.keys, np.int64).reshape(len(qs), -1)[:, :want] + start
         return [rows[(rows >= start) & self.alive.view[np.clip(rows, 0, self.keys.size - 1)]][:k] for rows in found]
 
@@ -273,7 +272,7 @@ class VectorShard:
         parts = [exact if exact is not None else self._exact_rows(q[None], self.graph_rows if self.graph is not None else 0, want)[0]]
         if self.orphans:
             orows, omat = self._orphan_block()
-            m = search(omat, q.astype(np.float16), min(len(orows), want), MetricKind.Cos, exact=True, threads=1)
+            m = exact_cosine(omat, q.astype(np.float16), min(len(orows), want))
             parts.append(orows[np.asarray(m.keys, np.int64).reshape(-1)[:want]])
         if self.graph is not None and len(self.graph):
             m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))

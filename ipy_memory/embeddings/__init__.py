@@ -11,11 +11,10 @@ local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (whi
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from typing import Callable
 
 from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
+from .._native import preload_onnxruntime
 from ..errors import InvalidArgument
 from .base import Embedder
 from .hashing import HashEmbedder
@@ -45,7 +44,8 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
 register_preset("hash", lambda dim=384, **_: HashEmbedder(dim=dim))
 
 
-# The factories import their module on first use, so `import ipy_memory` never loads onnxruntime.
+# The factories import their module on first use. onnxruntime itself is imported now when installed:
+# loaded after usearch it crashes the process, also when the user imports it for another model (_native.py).
 def _local(**options) -> Embedder:
     from .local import MiniLMEmbedder
     return MiniLMEmbedder(**options)
@@ -64,22 +64,6 @@ def _remote(class_name: str) -> Callable[..., Embedder]:
     return factory
 
 
-def _preload_onnxruntime() -> None:
-    """Import onnxruntime now, before anything loads usearch, when the 'local' extra is installed.
-
-    usearch's extension exports its static copy of libstdc++'s locale facets as GNU unique symbols;
-    an onnxruntime extension loaded after it binds to them and crashes the process (onnxruntime
-    >= 1.23) or mis-loads models (1.22). Loaded first, both work. Costs ~70 ms, only with the extra.
-    """
-    if "onnxruntime" in sys.modules or "usearch.compiled" in sys.modules:
-        return
-    try:
-        if importlib.util.find_spec("onnxruntime") is not None:
-            import onnxruntime  # noqa: F401
-    except Exception:  # a broken install must not break `import ipy_memory`; the preset will say why
-        pass
-
-
 def installed_local_preset() -> str | None:
     """Name of the preferred installed local-model preset ('local', else 'local-e5'), or None."""
     from .local import installed_local_preset as find
@@ -92,4 +76,4 @@ register_preset("openai", _remote("OpenAIEmbedder"))
 register_preset("dashscope", _remote("DashScopeEmbedder"))
 register_preset("ollama", _remote("OllamaEmbedder"))
 
-_preload_onnxruntime()
+preload_onnxruntime()

@@ -183,7 +183,7 @@ class MiniLMEmbedder(Embedder):
         if threads is not None:
             check_positive_int("local", "threads", threads)
         if "onnxruntime" not in sys.modules and "usearch.compiled" in sys.modules:
-            # see embeddings/__init__.py: loading onnxruntime after usearch would crash this process
+            # see _native.py: loading onnxruntime after usearch would crash this process
             raise EmbeddingError("local: onnxruntime cannot be loaded after usearch in one process (their C++ "
                                  "runtimes clash and the process would crash): import ipy_memory before usearch "
                                  "(restart the kernel first)")
