@@ -44,9 +44,15 @@ class Structure:
 
 
 def norm(s: Settings, lengths: np.ndarray, avg: float) -> np.ndarray:
-    """k1 * (1 - b + b * length / avg); floored, as a zero would make an absent term 0 / 0 (b = 1)."""
+    """k1 * (1 - b + b * length / avg), floored: a zero (k1 = 0, or b = 1 and no length) would make an
+    absent term 0 / 0 in context_columns."""
     k1, b = s.bm25_k1, s.bm25_b
     return np.maximum(k1 * (1 - b + b * lengths / max(avg, 1e-9)), 1e-6).astype(np.float32)
+
+
+def _flat(s: Settings) -> float:
+    """The norm of a shared term: the average length's, k1 (floored like `norm`)."""
+    return max(s.bm25_k1, 1e-6)
 
 
 def idf(n: int, df: int) -> float:
@@ -131,7 +137,7 @@ def bm25(s: Settings, lists: dict, n: int, nrm, size: int) -> np.ndarray:
     for slots, tf, *shared in lists.values():
         nm = nrm.take(slots) if isinstance(nrm, np.ndarray) else nrm
         if shared and shared[0] is not None:
-            nm = np.where(shared[0], k1, nm)
+            nm = np.where(shared[0], _flat(s), nm)
         np.add.at(out, slots, (idf(n, len(slots)) * (k1 + 1)) * tf / (tf + nm))
     return out
 
@@ -154,7 +160,7 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
                 np.add.at(tfc, targets[side], tf)
             for side in (2 * i, 2 * i + 1):
                 t = tfc.take(targets[side])
-                nm = norms[side] if shared is None else np.where(shared, k1, norms[side])
+                nm = norms[side] if shared is None else np.where(shared, _flat(shard.s), norms[side])
                 np.add.at(score, targets[side], (w * scale) * t / (t + nm))
                 tfc[targets[side]] = 0
 

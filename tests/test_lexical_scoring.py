@@ -155,3 +155,18 @@ def test_scores_follow_the_formula(seed, late_section, mode):
             got = shard.scores(query_terms(q), _text.question_cues(q), now)
             want = reference(shard, q, now)
             assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
+
+
+@pytest.mark.parametrize("settings", [
+    dict(neighbor_weights=()), dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(flatten_shared_terms=False),
+    dict(bm25_b=1.0), dict(bm25_k1=0.0), dict(bm25_b=0.0, parent_weight=0.0, reply_weight=0.0),
+    dict(title_weight=0.0, title_match_weight=0.0, cue_weight=0.0, question_discount=0.0),
+    dict(context_mode="propagate", neighbor_weights=(0.3,))])
+def test_scores_follow_the_formula_under_other_settings(settings):
+    shard, queries = corpus(random.Random(7), False)
+    shard.s = Settings(**settings)
+    for q in queries:
+        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
+        want = reference(shard, q, 100.0)
+        assert np.all(np.isfinite(got))
+        assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
