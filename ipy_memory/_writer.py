@@ -62,22 +62,31 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
 
 
 def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
-    """Keys of the sections that share one of the document's rarest terms, or None (search the vectors).
+    """Keys of the sections that may be near-duplicates of the document, or None (search the vectors).
 
     The hashing embedder's vectors are made of words (and their letter n-grams), so a document at
     cosine >= dedup_threshold (0.92) shares nearly all of its words: one missing a fifth of them is
-    below ~0.9. Every near-duplicate therefore holds one of the rarest fifth of its terms, whose
-    postings are short; an exact scan of a large space costs far more (1.5M sections: ~200 ms)."""
+    below ~0.9. A near-duplicate therefore misses fewer than r = max(4, a fifth) of its terms: it holds
+    one of the rarest r, whose postings are usually short, and two of the rarest r + 1 when those are
+    all common words. Either pool costs far less than an exact scan of a large space (1.5M sections:
+    ~200 ms); the scan remains for pools larger than that."""
     if len(shard.vec) < threshold:
         return None                       # small: the exact scan is cheap and complete
     hashes = {_text.term_hash(t) for n in p.nodes for t in _text.terms(f"{n.title} {n.body}")}
     lists = sorted((len(post[0]), h, post[0]) for h in hashes if (post := shard.lex.post.get(h)) is not None)
     if not lists:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
-    rare = lists[: max(4, -(-len(hashes) // 5))]
-    if sum(n for n, _, _ in rare) > max(4096, len(shard.vec) // 8):
-        return None                       # only common words: rescoring their postings costs more than a scan
-    slots = np.unique(np.concatenate([slots for _, _, slots in rare]))
+    r = max(4, -(-len(hashes) // 5))
+    small = max(4096, len(shard.vec) // 8)     # rescoring more sections than this costs more than a scan
+    if sum(n for n, _, _ in lists[:r]) <= small:
+        slots = np.unique(np.concatenate([slots for _, _, slots in lists[:r]]))
+    elif len(lists) > r and sum(n for n, _, _ in lists[: r + 1]) <= 2 * len(shard.vec):
+        slots = np.sort(np.concatenate([slots for _, _, slots in lists[: r + 1]]))   # only common words:
+        slots = np.unique(slots[1:][slots[1:] == slots[:-1]])                       # in two lists or more
+        if len(slots) > small:
+            return None
+    else:
+        return None
     slots = slots[shard.lex.alive.view[slots]]
     return shard.lex.keys.view[slots]
 

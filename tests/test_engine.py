@@ -268,3 +268,24 @@ def test_large_space_finds_near_duplicates_through_rare_terms(tmp_path, monkeypa
         assert mem.remember("Tenure and support tickets matter most.").stored   # one section alone is new
         assert mem.remember("routine log line 3 about batch 3 and queue 3, again").duplicate   # of line 3
         assert not scans                                                        # no full scan was needed
+
+
+def test_large_space_of_common_words_finds_near_duplicates_without_a_full_scan(tmp_path, monkeypatch):
+    """A document made only of words that most sections share: a near-duplicate holds two of its
+    rarest r + 1 terms, which narrows the pool below a full scan and still finds it."""
+    import itertools
+    import random
+    from ipy_memory.vectors import VectorShard
+    words = "amber basin cedar delta ember fjord grove harbor inlet jetty kelp lagoon meadow nectar orchard".split()
+    combos = list(itertools.combinations(words, 6))
+    random.Random(3).shuffle(combos)
+    filler = [{"content": " ".join(c), "force": True} for c in combos[:3200]]
+    with MemoryEngine(tmp_path, project="p", settings=Settings(exact_threshold=100)) as mem:
+        mem.remember_many(filler)
+        scans = []
+        real = VectorShard.search_many
+        monkeypatch.setattr(VectorShard, "search_many", lambda self, *args: scans.append(1) or real(self, *args))
+        again = mem.remember(" ".join(combos[17]).capitalize() + ".")
+        assert again.duplicate and again.existing.content == " ".join(combos[17]) and again.similarity >= 0.92
+        assert mem.remember("amber basin cedar delta ember fjord grove harbor inlet").stored   # not a near copy
+        assert not scans
