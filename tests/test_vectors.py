@@ -53,3 +53,22 @@ def test_column_adopts_a_loaded_array_and_still_grows():
         col.adopt(loaded)                                  # not empty any more
     with pytest.raises(ValueError):
         Column(np.int8, width=4).adopt(loaded)             # another dtype
+
+
+def test_get_finds_rows_by_binary_search_while_keys_ascend_and_by_dict_after_a_tier_move():
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((300, 16)).astype(np.float32)
+    store = {k: v for k, v in zip(range(10, 310), vecs)}
+    shard = VectorShard(16, Settings(), graph=False, fetch=lambda keys: np.stack([store[k] for k in keys]))
+    shard.add(np.arange(10, 160), vecs[:150])
+    shard.add(np.arange(160, 310), vecs[150:])
+    for k in (12, 200, 309):
+        shard.remove(k)
+    asked = np.array([5, 10, 12, 11, 200, 309, 308, 150, 999])
+    expect = np.array([store[k] if k in store and k not in (12, 200, 309) else np.zeros(16) for k in asked])
+    assert np.allclose(shard.get(asked), expect, atol=1e-2) and shard._ascending == (300, True)
+    shard.set_cold(20, True)           # to the int8 tier: fetched exactly from `store`
+    shard.set_cold(20, False)          # back, appended after larger keys: the dict answers from now on
+    assert np.allclose(shard.get(asked), expect, atol=1e-2)
+    assert shard._ascending[1] is False
+    assert np.allclose(shard.get([20, 21]), np.stack([store[20], store[21]]), atol=1e-2)
