@@ -27,7 +27,6 @@ class Structure:
     hi: float
     dead: np.ndarray           # per slot + a sentinel slot (False): forgotten or expired
     dead_slots: np.ndarray     # the slots of `dead` (few): zeroing them beats a mask over every slot
-    next: np.ndarray           # next slot, the sentinel for none
     weights: list              # the neighbour distances' weights (zero weights left out)
     around: np.ndarray         # (slots + 1, 4 per weight) int32: per weight, the previous and next slot
                                # at that distance, then (as float32) the BM25 norms of their context
@@ -92,7 +91,7 @@ def build(shard, now: float) -> Structure:
     return Structure(
         settings=s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
         hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, dead_slots=np.flatnonzero(dead),
-        next=nxt, weights=weights, around=np.stack(hops + norms, 1) if hops else np.zeros((size + 1, 0), np.int32),
+        weights=weights, around=np.stack(hops + norms, 1) if hops else np.zeros((size + 1, 0), np.int32),
         norm=norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1)),
         doc_norm=norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1)), docs=docs,
         may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first, doc_count=count,
@@ -182,11 +181,11 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
         for i, w in enumerate(st.weights):
             score[:size] += w * (own[st.around[:size, 2 * i]] + own[st.around[:size, 2 * i + 1]])
     if s.parent_weight and shard.doc_post:
-        docs = {h: p for h in qterms if (p := shard.doc_post.get(h)) is not None}
+        docs = _lists(shard.doc_post, qterms)
         if docs:
             _roll_up(shard, st, docs, score)
     score = score[:size]
-    titles = {h: p for h in qterms if (p := shard.title_post.get(h)) is not None}
+    titles = _lists(shard.title_post, qterms)
     if titles and (s.title_weight or s.title_match_weight):
         tscore = bm25(s, titles, shard.n_alive, s.bm25_k1, size)     # every length is 1
         named = _union([x[0] for x in titles.values()])
@@ -216,6 +215,11 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
     # the slots first[d] .. first[d] + count[d] - 1 of every hit document d, in one array
     slots = np.repeat(st.doc_first.take(hit) - (np.cumsum(count) - count), count) + np.arange(count.sum())
     np.add.at(score, slots, w * np.repeat(dscore.take(hit), count))
+
+
+def _lists(postings, qterms) -> dict:
+    """The postings (slots, tfs) of the query terms that have any."""
+    return {h: p for h in qterms if (p := postings.get(h)) is not None}
 
 
 def _union(arrays: list) -> np.ndarray:
