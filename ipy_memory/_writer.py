@@ -64,31 +64,43 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
 def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     """Keys of the sections that may be near-duplicates of the document, or None (search the vectors).
 
-    The hashing embedder's vectors are made of words (and their letter n-grams), so a document at
-    cosine >= dedup_threshold (0.92) shares nearly all of its words: one missing a fifth of them is
-    below ~0.9. A near-duplicate therefore misses fewer than r = max(4, a fifth) of its terms: it holds
-    one of the rarest r, whose postings are usually short, and two of the rarest r + 1 when those are
-    all common words. Either pool costs far less than an exact scan of a large space (1.5M sections:
-    ~200 ms); the scan remains for pools larger than that."""
+    The hashing embedder hashes each word with its letter 3-5-grams (a CJK character bigram alone),
+    so a term weighs about as many features in the vector as `_features` says. A document at cosine
+    >= dedup_threshold (0.92) lacks less than a fifth of the new one's feature mass (an exact bound
+    for a subset is 0.154). So it holds one of the rarest terms that together weigh a fifth (and at
+    least 4 of them), whose postings are usually short; and two of a set whose weight without its
+    heaviest term reaches a fifth, when those are all common words. Counting terms instead of
+    weights missed near-duplicates that gained a Chinese sentence: many light bigram terms. Either
+    pool costs far less than an exact scan of a large space (1.5M sections: ~200 ms); the scan
+    remains for pools larger than that."""
     if len(shard.vec) < threshold:
         return None                       # small: the exact scan is cheap and complete
-    hashes = {_text.term_hash(t) for n in p.nodes for t in _text.terms(f"{n.title} {n.body}")}
-    lists = sorted((len(post[0]), h, post[0]) for h in hashes if (post := shard.lex.post.get(h)) is not None)
+    weight = {_text.term_hash(t): _features(t) for n in p.nodes for t in _text.terms(f"{n.title} {n.body}")}
+    lists = sorted((len(post[0]), h, post[0]) for h in weight if (post := shard.lex.post.get(h)) is not None)
     if not lists:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
-    r = max(4, -(-len(hashes) // 5))
+    fifth = sum(weight.values()) / 5
+    cum = np.cumsum([weight[h] for _, h, _ in lists])
+    one = max(min(4, len(lists)), int(np.searchsorted(cum, fifth)) + 1)    # holds one of lists[:one]
     small = max(4096, len(shard.vec) // 8)     # rescoring more sections than this costs more than a scan
-    if sum(n for n, _, _ in lists[:r]) <= small:
-        slots = np.unique(np.concatenate([slots for _, _, slots in lists[:r]]))
-    elif len(lists) > r and sum(n for n, _, _ in lists[: r + 1]) <= 2 * len(shard.vec):
-        slots = np.sort(np.concatenate([slots for _, _, slots in lists[: r + 1]]))   # only common words:
-        slots = np.unique(slots[1:][slots[1:] == slots[:-1]])                       # in two lists or more
+    if sum(n for n, _, _ in lists[:one]) <= small:
+        slots = np.unique(np.concatenate([slots for _, _, slots in lists[:one]]))
+    else:
+        heaviest = np.maximum.accumulate([weight[h] for _, h, _ in lists])
+        two = int(np.searchsorted(cum - heaviest, fifth)) + 1                 # holds two of lists[:two]
+        if two > len(lists) or sum(n for n, _, _ in lists[:two]) > 2 * len(shard.vec):
+            return None
+        slots = np.sort(np.concatenate([slots for _, _, slots in lists[:two]]))   # only common words:
+        slots = np.unique(slots[1:][slots[1:] == slots[:-1]])                     # in two lists or more
         if len(slots) > small:
             return None
-    else:
-        return None
     slots = slots[shard.lex.alive.view[slots]]
     return shard.lex.keys.view[slots]
+
+
+def _features(term: str) -> int:
+    """About how many hashed features the word behind an index term gets (HashEmbedder)."""
+    return 1 if _text.is_cjk(term) else 1 + 3 * len(term)
 
 
 class BatchWriter:

@@ -289,3 +289,24 @@ def test_large_space_of_common_words_finds_near_duplicates_without_a_full_scan(t
         assert again.duplicate and again.existing.content == " ".join(combos[17]) and again.similarity >= 0.92
         assert mem.remember("amber basin cedar delta ember fjord grove harbor inlet").stored   # not a near copy
         assert not scans
+
+
+def test_large_space_finds_a_near_duplicate_that_gained_a_chinese_sentence(tmp_path, monkeypatch):
+    """Many light CJK bigram terms must not hide a near-duplicate: the pool counts feature weight."""
+    from ipy_memory.vectors import VectorShard
+    filler = [{"content": f"routine log line {i} about batch {i % 13} and queue {i % 7}", "force": True}
+              for i in range(300)]
+    note = ("The churn model retrains nightly on tenure, support tickets, plan changes and billing "
+            "disputes; the Grafana dashboard tracks drift of every feature against last quarter.")
+    with MemoryEngine(tmp_path, project="p", settings=Settings(exact_threshold=100)) as mem:
+        words = note.split()
+        parts = [" ".join(words[i::3]) for i in range(3)]          # the note's words are not rare...
+        mem.remember_many(filler + [{"content": f"{part} ({k})", "force": True} for part in parts for k in range(2)]
+                          + [{"content": "部署在每天凌晨两点进行，模型会自动重新训练。", "force": True}])   # ...its bigrams are
+        first = mem.remember(note)
+        scans = []
+        real = VectorShard.search_many
+        monkeypatch.setattr(VectorShard, "search_many", lambda self, *args: scans.append(1) or real(self, *args))
+        again = mem.remember(note + " 部署在每天凌晨两点进行。")
+        assert again.duplicate and again.existing.id == first.id and again.similarity >= 0.92
+        assert not scans
