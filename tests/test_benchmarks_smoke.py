@@ -122,3 +122,10 @@ def test_lexical_scale_small(tmp_path):
     rows = {line.split("|")[1].strip(): line for line in out.splitlines() if line.startswith("| ")}
     assert {"structured (the engine's)", "plain BM25, same postings", "ratio"} <= set(rows), out
     assert float(rows["ratio"].split("|")[2].strip().rstrip("x")) > 0, out
+
+
+def test_dedup_pool_small(tmp_path):
+    out = _run([str(BENCH / "dedup_pool.py"), "--n", "40", "--corpus", "2000"], tmp_path).stdout
+    assert "pairs at cosine >= 0.92" in out and int(out.split()[0].replace(",", "")) > 100
+    rows = [line for line in out.splitlines() if line.startswith("| weighed terms | 4 |")]
+    assert rows and rows[0].split("|")[3].strip() == "0"       # the engine's rule misses no English pair
