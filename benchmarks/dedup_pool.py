@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 
 from _synth import Corpus  # noqa: E402
 from ipy_memory import _text  # noqa: E402
-from ipy_memory._writer import _features  # noqa: E402
+from ipy_memory._writer import _features, rarest_held  # noqa: E402
 from ipy_memory.embeddings.hashing import HashEmbedder  # noqa: E402
 
 
@@ -82,7 +82,7 @@ def main() -> None:
                 cum = np.cumsum([_features(t) for t in present])
                 fifth = sum(_features(t) for t in terms) / 5
                 for f in floors:
-                    one = max(min(f, len(present)), int(np.searchsorted(cum, fifth)) + 1)
+                    one = rarest_held(cum, fifth, f)
                     missed[("weighed", f)][cjk] += not any(t in held for t in present[:one])
                 one = max(4, -(-len(terms) // 5))
                 missed[("counted", 4)][cjk] += not any(t in held for t in present[:one])

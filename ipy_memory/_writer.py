@@ -81,7 +81,7 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
     fifth = sum(weight.values()) / 5
     cum = np.cumsum([weight[h] for _, h, _ in lists])
-    one = max(min(4, len(lists)), int(np.searchsorted(cum, fifth)) + 1)    # holds one of lists[:one]
+    one = rarest_held(cum, fifth)                                            # holds one of lists[:one]
     small = max(4096, len(shard.vec) // 8)     # rescoring more sections than this costs more than a scan
     if sum(n for n, _, _ in lists[:one]) <= small:
         slots = np.unique(np.concatenate([slots for _, _, slots in lists[:one]]))
@@ -96,6 +96,12 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
             return None
     slots = slots[shard.lex.alive.view[slots]]
     return shard.lex.keys.view[slots]
+
+
+def rarest_held(cum, fifth: float, floor: int = 4) -> int:
+    """How many of the rarest terms (cumulative feature weights `cum`) a near-duplicate holds one of:
+    those that weigh a fifth of the document, and at least `floor` (benchmarks/dedup_pool.py)."""
+    return max(min(floor, len(cum)), int(np.searchsorted(cum, fifth)) + 1)
 
 
 def _features(term: str) -> int:
