@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -170,6 +171,7 @@ class LexicalShard:
         body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
         doc_terms: dict[int, Counter] = {}
         vocab: dict[str, str] = {}                 # index term -> the first word seen for it
+        plain: set[str] = set()                    # words seen that query expansion cannot use
         for slot, r in zip(slots, rows):
             self.slot_of[r.key] = slot
             ds = self.doc_slot_of.get(r.document_id)
@@ -188,14 +190,17 @@ class LexicalShard:
             pairs = _text.surface_terms(r.body)
             ts = [t for _, t in pairs]
             for w, t in pairs:
-                if t not in vocab and _text.expandable(w):
-                    vocab[t] = w
+                if t not in vocab and w not in plain:
+                    if _text.expandable(w):
+                        vocab[t] = w
+                    else:
+                        plain.add(w)
             tf = {_text.term_hash(t): c for t, c in Counter(ts).items()}
             body[0].extend(tf)
             body[1].extend([slot] * len(tf))
             body[2].extend(tf.values())
             # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02)
-            named = {_text.term_hash(t) for t in _text.terms(f"{r.title} {speaker}")}
+            named = _named_terms(f"{r.title} {speaker}")
             titles[0].extend(named)
             titles[1].extend([slot] * len(named))
             if r.doc_nodes > 1:
@@ -289,3 +294,9 @@ class LexicalShard:
         if not self.keys.size or not qterms:
             return np.zeros(self.keys.size, np.float32)
         return _lexscore.scores(self, self._structure(now), qterms, qcues)
+
+
+@lru_cache(maxsize=4096)
+def _named_terms(text: str) -> tuple[int, ...]:
+    """Distinct term hashes of a heading and speaker (they repeat: a cache saves re-tokenising)."""
+    return tuple({_text.term_hash(t) for t in _text.terms(text)})

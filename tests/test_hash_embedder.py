@@ -50,6 +50,16 @@ def test_deterministic_within_process_and_batch_independent(emb):
     np.testing.assert_array_equal(emb.embed_query(TEXTS[0]), batch[0])
 
 
+def test_vectors_are_the_ones_stores_already_hold():
+    # "hash-v1" names these exact vectors: stores written by earlier versions keep them, and new ones
+    # must equal them bit for bit (digests computed with the first, unvectorised implementation)
+    import hashlib
+    texts = TEXTS + ["the the the cat cat sat", "", "Ünïcödé wörds and 2024-05-01 dates, again and again and again"]
+    for dim, digest in ((384, "313332d929ffbe51005654df9851c27e"), (64, "07840315a9ab511fac19b7d90e0082fb")):
+        vecs = HashEmbedder(dim=dim).embed(texts)
+        assert hashlib.sha256(vecs.tobytes()).hexdigest()[:32] == digest
+
+
 def test_deterministic_across_processes(emb, tmp_path):
     # Python's str hash is salted per process; the embedder must not depend on it.
     out = tmp_path / "vecs.npy"
