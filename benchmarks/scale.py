@@ -14,6 +14,8 @@ RSS is that system's own):
                  embedding included; the time spent embedding is also reported, and insert
                  throughput without it (for the peers also by inserting precomputed vectors)
   single insert  p50/p95 of one remember() (default arguments, so duplicate detection runs) / add
+  recall after   p50/p95 of a query right after each single insert (an agent's turn: remember, then
+  a write        recall); a system whose index needs work after a write pays it here
   single forget  p50/p95 of forgetting / deleting those single inserts again, one call each
   recall         p50/p95 warm, query embedding included (reported alone too). ipy_memory: full hybrid
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
@@ -649,13 +651,18 @@ def worker(a) -> dict:
         emb.embed_query(q)
         qt.append(now() - t)
     out["query_embed_ms"] = ms_stats(qt)
-    # ---- single inserts
-    times = []
-    for ids, texts, metas in read_corpus(corpus, n, n + singles, 1):
+    # ---- single inserts, each followed by a query (what an agent does turn by turn: a system whose
+    # index needs work after a write pays it in that query)
+    times, after = [], []
+    for j, (ids, texts, metas) in enumerate(read_corpus(corpus, n, n + singles, 1)):
         t = now()
         sysm.insert_one(ids[0], texts[0], metas[0])
-        times.append(now() - t)
+        t1 = now()
+        sysm.search(queries[j % len(queries)], k)
+        after.append(now() - t1)
+        times.append(t1 - t)
     out["single_ms"] = ms_stats(times)
+    out["recall_after_write_ms"] = ms_stats(after)
     times = []
     for ids, _, _ in read_corpus(corpus, n, n + singles, 1):
         t = now()
@@ -875,6 +882,9 @@ def metrics(n: int, r: dict) -> dict:
     if "breakdown" in r:
         m["  in hybrid: BM25 scoring p50, ms"] = r["breakdown"]["lexical_scores_ms"]["p50"]
         m["  in hybrid: vector search p50, ms"] = r["breakdown"]["vector_search_ms"]["p50"]
+    if "recall_after_write_ms" in r:
+        m["recall right after a single insert p50, ms"] = r["recall_after_write_ms"]["p50"]
+        m["recall right after a single insert p95, ms"] = r["recall_after_write_ms"]["p95"]
     m["query embedding p50, ms"] = r["query_embed_ms"]["p50"]
     m["query embedding p95, ms"] = r["query_embed_ms"]["p95"]
     if "cold" in r:
