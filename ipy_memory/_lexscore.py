@@ -1,5 +1,9 @@
 """Scoring a LexicalShard: the query-independent `Structure` and the per-query passes over it.
 
+The Structure is built once and then extended in place by writes that only append documents (the
+usual write: remember, then recall), touching only the new slots and the few rows before them;
+anything else (a removal, an expiry, new settings) rebuilds it.
+
 The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
 is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.
 So the passes touch only what the postings reach (a term's slots, their neighbours, the sections
@@ -12,7 +16,7 @@ compares the result with a direct computation of the formula in `lexical.py`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,13 +27,20 @@ from .config import Settings
 @dataclass
 class Structure:
     settings: Settings
+    size: int                  # the slots and document slots it covers (a write adds more: `extend`)
+    n_doc_slots: int
     lo: float                  # valid while lo <= now < hi: no expiry time crossed
     hi: float
     dead: np.ndarray           # per slot + a sentinel slot (False): forgotten or expired
     dead_slots: np.ndarray     # the slots of `dead` (few): zeroing them beats a mask over every slot
     weights: list              # the neighbour distances' weights (zero weights left out)
     around: np.ndarray         # (slots + 1, 4 per weight) int32: per weight, the previous and next slot
-                               # at that distance, then (as float32) the BM25 norms of their context
+                               # at that distance (-1 for none: index -1 is every array's sentinel),
+                               # then the context length of each of those two slots at that distance
+    ctx: list                  # per weight: context length per slot + sentinel (the two neighbours' text)
+    ctx_sum: list              # per weight: their sum over live slots (exact: lengths are token counts)
+    ctx_norm: list             # per weight: the BM25 norm of each context length (a lookup table)
+    n_live: int
     norm: np.ndarray           # BM25 length norm per slot
     doc_norm: np.ndarray       # ... per document slot
     docs: np.ndarray           # document slot per slot, plus the sentinel's (0)
@@ -40,6 +51,7 @@ class Structure:
     answering: np.ndarray
     keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
     tfc: np.ndarray            # scratch of _context_columns, all zero between queries
+    room: dict = field(default_factory=dict)   # spare capacity behind the per-slot arrays (extend)
 
 
 def norm(s: Settings, lengths: np.ndarray, avg: float) -> np.ndarray:
@@ -58,44 +70,159 @@ def idf(n: int, df: int) -> float:
     return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
+def _walk(shard, at: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per non-zero weight, the previous and next slots of the slots `at` (None: every slot and the
+    sentinel) at that weight's distance; -1 (the sentinel) where there is none."""
+    prev, nxt, out = shard.prev.padded(), shard.next.padded(), []
+    p, n = (prev, nxt) if at is None else (prev[at], nxt[at])
+    weights = shard.s.neighbor_weights
+    for d, w in enumerate(weights):
+        if w:
+            out.append((p, n))
+        if any(weights[d + 1:]):
+            p, n = prev[p], nxt[n]
+    return out
+
+
+def _contexts(length_of, hops) -> list[np.ndarray]:
+    """Per non-zero weight, the context length of the walked slots: their two neighbours' text."""
+    return [(length_of(p) + length_of(n)).astype(np.int32) for p, n in hops]
+
+
+def _around(ctx: list, hops) -> np.ndarray:
+    """Rows of `around` for the walked slots."""
+    cols = [x for p_n in hops for x in p_n] + [c[x] for c, p_n in zip(ctx, hops) for x in p_n]
+    return np.stack(cols, 1).astype(np.int32, copy=False) if cols else np.zeros((0, 0), np.int32)
+
+
+def _answering(shard, asking: np.ndarray, size: int) -> np.ndarray:
+    """The slot after each asking slot (the answer), `size` (the sentinel) for none."""
+    nxt = shard.next.view[asking]
+    return np.where(nxt < 0, size, nxt)
+
+
+def _ctx_norms(s: Settings, st: Structure) -> list[np.ndarray]:
+    return [norm(s, np.arange(int(c.max()) + 1, dtype=np.float64), total / st.n_live if st.n_live else 1.0)
+            for c, total in zip(st.ctx, st.ctx_sum)]
+
+
+def _doc_runs(docs: np.ndarray, start: int, size: int, nd: int, first_doc: int):
+    """First slot and slot count of the document slots first_doc..nd-1, whose slots are start..size-1
+    in document order (else None, None)."""
+    part = docs[start:size]
+    if len(part) > 1 and not (part[1:] >= part[:-1]).all():
+        return None, None
+    count = np.bincount(part - first_doc, minlength=nd - first_doc)
+    return start + np.cumsum(count) - count, count
+
+
 def build(shard, now: float) -> Structure:
     s, size, exp = shard.s, shard.keys.size, shard.expires.view
     passed = exp <= now
     dead = np.append(~shard.alive.view | passed, False)
     live = ~dead[:size]
-    length = np.append(shard.length.view, 0.0)
-    length[dead] = 0
-    prev, nxt = shard.prev.padded().copy(), shard.next.padded().copy()
-    prev[prev < 0] = size
-    nxt[nxt < 0] = size
-    weights, hops, norms, p, n = [], [], [], prev, nxt
-    for w in s.neighbor_weights:
-        if w:
-            clen = length[p] + length[n]
-            weights.append(w)
-            hops += [p.astype(np.int32), n.astype(np.int32)]
-            nrm = norm(s, clen, float(clen[:size][live].mean()) if live.any() else 1.0)
-            norms += [nrm[p].view(np.int32), nrm[n].view(np.int32)]
-        p, n = prev[p], nxt[n]
+    length = np.append(shard.length.view, 0.0)         # float64: the context sums are exact
+    length[dead] = 0                                      # forgotten text lends no context
+    hops = _walk(shard, None)
+    ctx = _contexts(length.__getitem__, hops)
     docs = shard.doc.padded()
     nd = shard.doc_len.size
     eligible = (shard.doc_text.view >= 3) & shard.doc_multi.view       # 3+ sections with text
-    first = count = None
-    if size and (docs[1:size] >= docs[: size - 1]).all():     # whole documents appended in order
-        count = np.bincount(docs[:size], minlength=nd)
-        first = np.cumsum(count) - count
+    first, count = _doc_runs(docs, 0, size, nd, 0) if size else (None, None)
     keep = live.astype(np.float32)
     if s.question_discount:
         keep *= 1 - s.question_discount * ((shard.cues.view & _text.ENDS_ASKING) != 0)
     asking = np.flatnonzero(shard.cues.view & _text.ASKS)
-    return Structure(
-        settings=s, lo=float(exp[passed].max()) if passed.any() else -np.inf,
+    st = Structure(
+        settings=s, size=size, n_doc_slots=nd, lo=float(exp[passed].max()) if passed.any() else -np.inf,
         hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, dead_slots=np.flatnonzero(dead),
-        weights=weights, around=np.stack(hops + norms, 1) if hops else np.zeros((size + 1, 0), np.int32),
+        weights=[w for w in s.neighbor_weights if w], ctx=ctx,
+        around=_around(ctx, hops) if hops else np.zeros((size + 1, 0), np.int32),
+        ctx_sum=[float(c[:size][live].sum(dtype=np.float64)) for c in ctx], ctx_norm=[], n_live=int(live.sum()),
         norm=norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1)),
         doc_norm=norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1)), docs=docs,
-        may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first, doc_count=count,
-        asking=asking, answering=nxt[asking], keep=keep, tfc=np.zeros(size + 1, np.float32))
+        may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first,
+        doc_count=count, asking=asking, answering=_answering(shard, asking, size), keep=keep,
+        tfc=np.zeros(size + 1, np.float32))
+    st.ctx_norm = _ctx_norms(s, st)
+    return st
+
+
+def _grow(st: Structure, name: str, a: np.ndarray, n: int, fill) -> np.ndarray:
+    """`a` lengthened to n rows (the new ones `fill`), inside spare capacity kept in `st.room`: a write
+    of a few memories must not copy every per-slot array."""
+    buf = st.room.get(name)
+    if buf is None or len(buf) < n or not np.shares_memory(buf, a):
+        buf = st.room[name] = np.empty((max(n, len(a) + len(a) // 2 + 64), *a.shape[1:]), a.dtype)
+        buf[:len(a)] = a
+    out = buf[:n]
+    out[len(a):] = fill
+    return out
+
+
+def extend(shard, st: Structure, now: float) -> Structure | None:
+    """`st` brought up to date after writes that only appended whole new documents (no removal, no
+    expiry, nothing added to an older document); None when that is not the case (build instead).
+    Only the new slots and the rows within two neighbour distances before them change, so the cost
+    is the size of the write, not of the index (a rebuild after each write took ~100 ms at 1M)."""
+    s, old, size = shard.s, st.size, shard.keys.size
+    new = np.arange(old, size)
+    exp = shard.expires.view[old:size]
+    docs = shard.doc.padded()
+    if (exp <= now).any() or not shard.alive.view[old:size].all() or (docs[old:size] < st.n_doc_slots).any():
+        return None
+    nd = shard.doc_len.size
+    st.dead = dead = _grow(st, "dead", st.dead, size + 1, False)
+    # older slots whose context changed: those up to the largest distance before a new slot
+    prev, reach, touched = shard.prev.padded(), len(s.neighbor_weights), []
+    p = prev.take(new)
+    for hop in range(2 * reach):
+        p = p[(p >= 0) & (p < old)]
+        touched.append(p)
+        p = prev.take(p)
+    changed = np.unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
+    rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
+    at = np.concatenate([changed, new, [-1]])
+    length = shard.length.padded()
+    fresh = _contexts(lambda x: np.where(dead[x], 0.0, length[x].astype(np.float64)), _walk(shard, at))
+    live_old = ~dead.take(changed)
+    for k, c in enumerate(st.ctx):
+        c = st.ctx[k] = _grow(st, f"ctx{k}", c, size + 1, 0)
+        st.ctx_sum[k] += float(fresh[k][len(changed):-1].sum(dtype=np.float64)) + float(
+            (fresh[k][:len(changed)] - c.take(changed))[live_old].sum(dtype=np.float64))
+        c[at] = fresh[k]
+    st.n_live += len(new)
+    st.around = _grow(st, "around", st.around, size + 1, 0)
+    if st.weights:
+        rows = np.append(rows, -1)                        # and the sentinel's, now at the end
+        st.around[rows] = _around(st.ctx, _walk(shard, rows))
+    st.size, st.n_doc_slots, st.hi, st.docs = size, nd, min(st.hi, float(exp.min())), docs
+    st.tfc = _grow(st, "tfc", st.tfc, size + 1, 0)
+    keep = np.ones(len(new), np.float32)
+    if s.question_discount:
+        keep *= 1 - s.question_discount * ((shard.cues.view[old:size] & _text.ENDS_ASKING) != 0)
+    st.keep = _grow(st, "keep", st.keep, size, 0)
+    st.keep[old:] = keep
+    eligible = (shard.doc_text.view[st.docs.take(new)] >= 3) & shard.doc_multi.view[st.docs.take(new)]
+    if st.may_share is not None or eligible.any():
+        base = st.may_share if st.may_share is not None else np.zeros(old, bool)
+        st.may_share = _grow(st, "may_share", base, size, False)
+        st.may_share[old:] = eligible
+    if st.doc_first is not None:
+        first, count = _doc_runs(docs, old, size, nd, len(st.doc_first))
+        if first is None:
+            st.doc_first = st.doc_count = None
+        else:
+            n0 = len(st.doc_first)
+            st.doc_first = _grow(st, "doc_first", st.doc_first, nd, 0)
+            st.doc_count = _grow(st, "doc_count", st.doc_count, nd, 0)
+            st.doc_first[n0:], st.doc_count[n0:] = first, count
+    st.asking = np.concatenate([st.asking, old + np.flatnonzero(shard.cues.view[old:size] & _text.ASKS)])
+    st.answering = _answering(shard, st.asking, size)
+    st.norm = norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1))
+    st.doc_norm = norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1))
+    st.ctx_norm = _ctx_norms(s, st)
+    return st
 
 
 def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
@@ -147,8 +274,9 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
     for slots, tf, shared in lists.values():
         tf = tf * ~st.dead.take(slots)         # forgotten text lends no context
         scale = idf(shard.n_alive, len(slots)) * (k1 + 1)
-        rows = st.around.take(slots, axis=0)  # one gather for every distance, both sides, their norms
-        targets, norms = rows[:, :sides].T.astype(np.intp), rows.view(np.float32)[:, sides:].T
+        rows = st.around.take(slots, axis=0)  # one gather for every distance, both sides, their contexts
+        targets, lens = rows[:, :sides].T.astype(np.intp), rows[:, sides:].T
+        targets[targets < 0] = len(tfc) - 1     # the sentinel: take() and add.at() are 3-4x slower on -1
         for i, w in enumerate(st.weights):
             # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]; both
             # maps are one-to-one (bar the sentinel), so each side's targets are distinct. A node with
@@ -159,7 +287,9 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
                 np.add.at(tfc, targets[side], tf)
             for side in (2 * i, 2 * i + 1):
                 t = tfc.take(targets[side])
-                nm = norms[side] if shared is None else np.where(shared, _flat(shard.s), norms[side])
+                nm = st.ctx_norm[i].take(lens[side])
+                if shared is not None:
+                    nm = np.where(shared, _flat(shard.s), nm)
                 np.add.at(score, targets[side], (w * scale) * t / (t + nm))
                 tfc[targets[side]] = 0
 

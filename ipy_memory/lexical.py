@@ -163,8 +163,7 @@ class LexicalShard:
         """Add the nodes of whole documents, each document's nodes in order."""
         rows = [r for r in rows if r.key not in self.slot_of]
         if not rows:
-            return
-        self._cache = None
+            return      # (the cached Structure stays: _structure extends it to the new slots)
         base = self.keys.size
         slots = range(base, base + len(rows))
         lengths, cues, docs, prev, nxt = [], [], [], [], []
@@ -282,9 +281,13 @@ class LexicalShard:
 
     # ----------------------------------------------------------------------------------- search
     def _structure(self, now: float) -> _lexscore.Structure:
-        """The query-independent arrays for `now`, rebuilt after a write, a settings change or when
-        `now` crosses an expiry time (about half of a query's work at 100k nodes before caching)."""
+        """The query-independent arrays for `now` (about half of a query's work at 100k nodes before
+        caching): extended after writes that only appended documents, rebuilt after anything else
+        (a removal, an expiry change, a settings change, `now` crossing an expiry time)."""
         st = self._cache
+        if st is not None and st.size < self.keys.size and st.settings is self.s and st.lo <= now < st.hi:
+            self._cache = None                # extend() changes st in place: never keep a half-extended one
+            st = self._cache = _lexscore.extend(self, st, now)     # only appended since: None if more
         if st is None or st.settings is not self.s or not st.lo <= now < st.hi:
             st = self._cache = _lexscore.build(self, now)
         return st

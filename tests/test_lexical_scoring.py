@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from ipy_memory import _text
+from ipy_memory import _lexscore, _text
 from ipy_memory.config import Settings
 from ipy_memory.lexical import LexicalShard, NodeRow, query_terms
 
@@ -170,3 +170,70 @@ def test_scores_follow_the_formula_under_other_settings(settings):
         want = reference(shard, q, 100.0)
         assert np.all(np.isfinite(got))
         assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
+
+
+def _more_rows(rng: random.Random, key: int, t: float, n_docs: int) -> list[NodeRow]:
+    """New documents and chat messages (threads continue from older messages of the same session)."""
+    rows = []
+    for _ in range(n_docs):
+        t += rng.choice([5.0, 20.0])
+        key += 1
+        if rng.random() < 0.4:
+            n, doc, theme = rng.randint(2, 5), f"new{key}", rng.choice(WORDS)
+            for i in range(n):
+                rows.append(NodeRow(key, doc, i, n, "Kelp", " ".join(rng.choices(WORDS, k=4)) + f" {theme}?",
+                                    "s1", t, 0.5, None))
+                key += 1
+        else:
+            rows.append(NodeRow(key, f"m{key}", 0, 1, "", f"Anna: {' '.join(rng.choices(WORDS, k=3))} "
+                                f"{rng.choice(EXTRA)}", rng.choice(["s1", "s2"]), t, 0.5, rng.choice([None, 1e9])))
+    return rows
+
+
+def _same_structure(a, b) -> None:
+    for name in a.__dataclass_fields__:
+        if name in ("room", "settings"):
+            continue
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, list):
+            assert len(x) == len(y), name
+            for u, v in zip(x, y):
+                assert np.array_equal(u, v), name
+        elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            assert x is not None and y is not None and np.array_equal(x, y), name
+        else:
+            assert x == y, name
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("settings", [{}, dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(neighbor_weights=()),
+                                      dict(question_discount=0.0, context_mode="propagate")])
+def test_appending_writes_extend_the_structure_as_a_rebuild_would(seed, settings):
+    """After writes that only append documents, the cached Structure is extended in place (its cost
+    is the write's, not the index's) and equals one built from scratch, array for array."""
+    rng = random.Random(seed)
+    shard, queries = corpus(rng, False)
+    shard.s = Settings(**settings)
+    st = shard._structure(100.0)
+    key, t = max(shard.slot_of) + 1, 10_000.0
+    for size in (1, 3, 40, 1, 200):
+        rows = _more_rows(rng, key, t, size)
+        key, t = max(r.key for r in rows) + 1, t + 100.0
+        shard.add(rows)
+        assert shard._structure(100.0) is st                             # extended, not rebuilt
+        _same_structure(st, _lexscore.build(shard, 100.0))
+    for q in queries[:15]:
+        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
+        assert np.allclose(got, reference(shard, q, 100.0), rtol=1e-5, atol=1e-6), q
+
+
+def test_writes_that_are_not_appends_rebuild_the_structure():
+    shard, _ = corpus(random.Random(3), False)
+    st = shard._structure(100.0)
+    multi = next(slot for slot, n in shard_rows(shard) if n > 1)
+    shard.add([NodeRow(50_000, shard_doc_id(shard, multi), 9, 9, "", "otter late note", "s1", 1.0, 0.5, None)])
+    assert shard._structure(100.0) is not st                             # a section of an older document
+    st = shard._structure(100.0)
+    shard.add([NodeRow(50_001, "gone", 0, 1, "", "otter soon gone", "s1", 1.0, 0.5, 50.0)])
+    assert shard._structure(100.0) is not st                             # already expired at `now`
+    _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
