@@ -15,7 +15,8 @@ RSS is that system's own):
                  throughput without it (for the peers also by inserting precomputed vectors)
   single insert  p50/p95 of one remember() (default arguments, so duplicate detection runs) / add
   recall after   p50/p95 of a query right after each single insert (an agent's turn: remember, then
-  a write        recall); a system whose index needs work after a write pays it here
+  a write        recall); a system whose index needs work after a write pays it here. ipy_memory:
+                 hybrid after the first half of the inserts, default settings after the second
   single forget  p50/p95 of forgetting / deleting those single inserts again, one call each
   recall         p50/p95 warm, query embedding included (reported alone too). ipy_memory: full hybrid
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
@@ -35,6 +36,7 @@ Only the standard library is imported at module level, so cold-open timings are 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -248,20 +250,26 @@ class IpyMemory(System):
             vec.append(t3 - t2)
         return {"lexical_scores_ms": ms_stats(lex), "vector_search_ms": ms_stats(vec), **_vec_state(shard.vec)}
 
-    def lexical_only(self, queries, k):
-        """Recall with the default settings: for the hash embedder that is BM25 only."""
+    @contextlib.contextmanager
+    def default_settings(self):
+        """Recall with the default settings meanwhile: for the hash embedder that is BM25 only."""
         hybrid = self.eng.settings
         self.eng.settings = self.base_settings.with_(**{n: v for n, v in self.settings.items()
                                                        if n != "vector_weight_hash"})
         try:
+            self.eng.recall("warm up", scope="project", limit=1)     # new settings: indexes re-derived
+            yield
+        finally:
+            self.eng.settings = hybrid
+
+    def lexical_only(self, queries, k):
+        with self.default_settings():
             out = []
             for q in queries:
                 t = now()
                 self.eng.recall(q, scope="project", limit=k)
                 out.append(now() - t)
             return out
-        finally:
-            self.eng.settings = hybrid
 
     @staticmethod
     def cold(path, query, settings, ann_queries=None):
@@ -652,17 +660,25 @@ def worker(a) -> dict:
         qt.append(now() - t)
     out["query_embed_ms"] = ms_stats(qt)
     # ---- single inserts, each followed by a query (what an agent does turn by turn: a system whose
-    # index needs work after a write pays it in that query)
-    times, after = [], []
+    # index needs work after a write pays it in that query); ipy_memory: the second half with its
+    # default settings (lexical only)
+    times, after, lexical_after, half = [], [], [], (singles + 1) // 2
+    lexical = sysm.default_settings() if cls is IpyMemory else contextlib.nullcontext()
     for j, (ids, texts, metas) in enumerate(read_corpus(corpus, n, n + singles, 1)):
+        if j == half:
+            lexical.__enter__()
         t = now()
         sysm.insert_one(ids[0], texts[0], metas[0])
         t1 = now()
         sysm.search(queries[j % len(queries)], k)
-        after.append(now() - t1)
+        (lexical_after if j >= half and cls is IpyMemory else after).append(now() - t1)
         times.append(t1 - t)
+    if singles > half:
+        lexical.__exit__(None, None, None)
     out["single_ms"] = ms_stats(times)
     out["recall_after_write_ms"] = ms_stats(after)
+    if lexical_after:
+        out["recall_lexical_after_write_ms"] = ms_stats(lexical_after)
     times = []
     for ids, _, _ in read_corpus(corpus, n, n + singles, 1):
         t = now()
@@ -885,6 +901,9 @@ def metrics(n: int, r: dict) -> dict:
     if "recall_after_write_ms" in r:
         m["recall right after a single insert p50, ms"] = r["recall_after_write_ms"]["p50"]
         m["recall right after a single insert p95, ms"] = r["recall_after_write_ms"]["p95"]
+    if "recall_lexical_after_write_ms" in r:
+        m["  lexical only, right after a single insert p50, ms"] = r["recall_lexical_after_write_ms"]["p50"]
+        m["  lexical only, right after a single insert p95, ms"] = r["recall_lexical_after_write_ms"]["p95"]
     m["query embedding p50, ms"] = r["query_embed_ms"]["p50"]
     m["query embedding p95, ms"] = r["query_embed_ms"]["p95"]
     if "cold" in r:
