@@ -10,7 +10,9 @@ least `floor` terms). This builds near-duplicate pairs from the scale benchmark'
 (case, punctuation, a word added, removed, inflected or swapped, two words changed, a word or a CJK
 chunk appended), keeps the pairs at cosine >= 0.92 under the hashing embedder, and counts the pairs
 whose older document holds none of the terms the pool is drawn from: near-duplicates the check
-would miss. Per floor, and for the earlier rule that counted terms instead of weighing them.
+would miss. Per floor, for the earlier rule that counted terms instead of weighing them, and for
+the pruning of large pools (`held_enough`: documents lacking three fifths of the weight of the pool's
+terms are dropped); and the largest share of its weight a near-duplicate was seen to lack.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ def main() -> None:
     df = Counter(t for x in texts for t in set(_text.terms(x)))
     emb, rng = HashEmbedder(), random.Random(0)
     floors = (1, 2, 4)
-    missed = {("weighed", f): Counter() for f in floors} | {("counted", 4): Counter()}
+    missed = {("weighed", f): Counter() for f in floors} | {("counted", 4): Counter(),
+                                                             ("weighed, then pruned", 4): Counter()}
+    worst = 0.0     # the largest share of a document's weight that a near-duplicate lacks
     pairs = Counter()
     for doc in rng.sample(texts, min(a.n, len(texts))):
         for other in variants(doc, texts, rng):
@@ -84,12 +88,18 @@ def main() -> None:
                 for f in floors:
                     one = rarest_held(cum, fifth, f)
                     missed[("weighed", f)][cjk] += not any(t in held for t in present[:one])
+                # and what held_enough() then drops from a large pool: lacking 3 fifths among those terms
+                one = rarest_held(cum, fifth)
+                lack = sum(_features(t) for t in present[:one] if t not in held)
+                missed[("weighed, then pruned", 4)][cjk] += lack >= 3 * fifth or not any(t in held for t in present[:one])
+                worst = max(worst, sum(_features(t) for t in terms if t not in held) / (5 * fifth))
                 one = max(4, -(-len(terms) // 5))
                 missed[("counted", 4)][cjk] += not any(t in held for t in present[:one])
     print(f"{sum(pairs.values()):,} pairs at cosine >= {a.threshold} ({pairs[True]:,} with CJK text)\n")
     print("| pool rule | at least | missed, no CJK | missed, with CJK |\n|---|---:|---:|---:|")
     for (rule, f), m in missed.items():
         print(f"| {rule} terms | {f} | {m[False]} | {m[True]} |")
+    print(f"\nlargest share of the new document's term weight (hashed features) that a near-duplicate lacks: {worst:.3f}")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     one = rarest_held(cum, fifth)                                            # holds one of lists[:one]
     small = max(4096, len(shard.vec) // 8)     # rescoring more sections than this costs more than a scan
     if sum(n for n, _, _ in lists[:one]) <= small:
-        slots = np.unique(np.concatenate([slots for _, _, slots in lists[:one]]))
+        slots = held_enough(shard, [weight[h] for _, h, _ in lists[:one]], [s for _, _, s in lists[:one]], fifth)
     else:
         heaviest = np.maximum.accumulate([weight[h] for _, h, _ in lists])
         two = int(np.searchsorted(cum - heaviest, fifth)) + 1                 # holds two of lists[:two]
@@ -102,6 +102,27 @@ def rarest_held(cum, fifth: float, floor: int = 4) -> int:
     """How many of the rarest terms (cumulative feature weights `cum`) a near-duplicate holds one of:
     those that weigh a fifth of the document, and at least `floor` (benchmarks/dedup_pool.py)."""
     return max(min(floor, len(cum)), int(np.searchsorted(cum, fifth)) + 1)
+
+
+def held_enough(shard, weights: list[float], lists: list[np.ndarray], fifth: float) -> np.ndarray:
+    """The slots of `lists` (postings of the document's terms, weights `weights`) whose document does
+    not lack three fifths of the document's weight among these terms. (`rarest_held`'s floor can
+    gather common words' long postings for a short memory, where most sections hold one of its
+    words.) A near-duplicate's vector lacks less than a fifth of the feature mass, but counted over
+    terms it can lack more: a misspelt word is another term sharing most of its n-grams (up to 0.44
+    of the weight on 60k synthetic pairs, benchmarks/dedup_pool.py), hence three fifths. Counted per
+    document, not per section: a document's terms may be spread over its sections."""
+    slots = np.concatenate(lists)
+    total = sum(weights)
+    if total < 3 * fifth or len(slots) <= 4096:            # nothing can lack that much, or few to rescore
+        return np.unique(slots)
+    docs = shard.lex.doc.view[slots].astype(np.int64)
+    pairs = np.unique(docs * len(lists) + np.repeat(np.arange(len(lists)), [len(x) for x in lists]))
+    found, at = np.unique(pairs // len(lists), return_inverse=True)      # one (document, term) each
+    held = np.bincount(at, np.asarray(weights, np.float64)[pairs % len(lists)], len(found))
+    keep = found[held > total - 3 * fifth]
+    slots = np.unique(slots)
+    return slots[np.isin(shard.lex.doc.view[slots], keep)]
 
 
 def _features(term: str) -> int:

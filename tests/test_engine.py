@@ -310,3 +310,24 @@ def test_large_space_finds_a_near_duplicate_that_gained_a_chinese_sentence(tmp_p
         again = mem.remember(note + " 部署在每天凌晨两点进行。")
         assert again.duplicate and again.existing.id == first.id and again.similarity >= 0.92
         assert not scans
+
+
+def test_large_duplicate_pools_keep_documents_holding_enough_of_the_terms_across_sections():
+    """A pool drawn from common words' long postings is cut to the documents that could be near
+    copies: held weight is counted per document, since a document spreads its terms over sections."""
+    from types import SimpleNamespace
+    from ipy_memory._text import term_hash
+    from ipy_memory._writer import _features, held_enough
+    from ipy_memory.lexical import LexicalShard, NodeRow
+    lex = LexicalShard(Settings())
+    lex.add([NodeRow(i, f"m{i}", 0, 1, "", f"kernel filler{i}", "s", 0.0, 0.5, None) for i in range(5000)]
+            + [NodeRow(5000 + j, "doc", j, 3, "", text, "s", 0.0, 0.5, None)
+               for j, text in enumerate(["kernel", "budget", "cluster"])])
+    terms = ["kernel", "budget", "cluster"]
+    weights = [_features(t) for t in terms]
+    lists = [lex.post.get(term_hash(t))[0] for t in terms]
+    kept = held_enough(SimpleNamespace(lex=lex), weights, lists, sum(weights) / 5)
+    assert sorted(kept.tolist()) == [5000, 5001, 5002]       # the sections of the one document holding them all
+    # a pool that is small, or terms that weigh too little to lack two fifths of, are kept whole
+    assert len(held_enough(SimpleNamespace(lex=lex), weights, [x[:100] for x in lists], sum(weights) / 5)) == 102
+    assert len(held_enough(SimpleNamespace(lex=lex), weights[:1], lists[:1], sum(weights) / 5)) == 5001
