@@ -40,14 +40,17 @@ class Structure:
     ctx: list                  # per weight: context length per slot + sentinel (the two neighbours' text)
     ctx_sum: list              # per weight: their sum over live slots (exact: lengths are token counts)
     ctx_norm: list             # per weight: the BM25 norm of each context length (a lookup table)
+    ctx_max: list              # per weight: the longest context
     n_live: int
-    norm: np.ndarray           # BM25 length norm per slot
-    doc_norm: np.ndarray       # ... per document slot
+    lens: np.ndarray           # token count per slot (int32) and the BM25 norm of each count (a table:
+    norm: np.ndarray           # a write changes the average length, so every norm, but not the counts)
+    doc_lens: np.ndarray       # ... per document slot
+    doc_norm: np.ndarray
     docs: np.ndarray           # document slot per slot, plus the sentinel's (0)
     may_share: np.ndarray | None  # per slot: live, in a document whose shared terms are looked for
     doc_first: np.ndarray | None  # per document slot, its first slot and slot count (None when a
     doc_count: np.ndarray | None  # document's slots are not one run: then the roll-up is dense)
-    asking: np.ndarray         # slots that ask a question, and the slots that answer them
+    asking: np.ndarray         # slots that ask a question, and the slots that answer them (-1: none)
     answering: np.ndarray
     keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
     tfc: np.ndarray            # scratch of _context_columns, all zero between queries
@@ -95,15 +98,15 @@ def _around(ctx: list, hops) -> np.ndarray:
     return np.stack(cols, 1).astype(np.int32, copy=False) if cols else np.zeros((0, 0), np.int32)
 
 
-def _answering(shard, asking: np.ndarray, size: int) -> np.ndarray:
-    """The slot after each asking slot (the answer), `size` (the sentinel) for none."""
-    nxt = shard.next.view[asking]
-    return np.where(nxt < 0, size, nxt)
-
-
-def _ctx_norms(s: Settings, st: Structure) -> list[np.ndarray]:
-    return [norm(s, np.arange(int(c.max()) + 1, dtype=np.float64), total / st.n_live if st.n_live else 1.0)
-            for c, total in zip(st.ctx, st.ctx_sum)]
+def _norms(shard, st: Structure, top: int, top_doc: int) -> None:
+    """The norm tables for the current average lengths, up to the longest node `top` and document
+    `top_doc` (token counts are whole numbers: one entry each)."""
+    s = shard.s
+    st.ctx_norm = [norm(s, np.arange(top + 1, dtype=np.float64), total / st.n_live if st.n_live else 1.0)
+                   for top, total in zip(st.ctx_max, st.ctx_sum)]
+    # float32 counts, as the columns hold them: the same arithmetic as norm() over the column
+    st.norm = norm(s, np.arange(top + 1, dtype=np.float32), shard.total_len / max(shard.n_alive, 1))
+    st.doc_norm = norm(s, np.arange(top_doc + 1, dtype=np.float32), shard.total_doc_len / max(shard.n_docs, 1))
 
 
 def _doc_runs(docs: np.ndarray, start: int, size: int, nd: int, first_doc: int):
@@ -138,13 +141,13 @@ def build(shard, now: float) -> Structure:
         hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, dead_slots=np.flatnonzero(dead),
         weights=[w for w in s.neighbor_weights if w], ctx=ctx,
         around=_around(ctx, hops) if hops else np.zeros((size + 1, 0), np.int32),
-        ctx_sum=[float(c[:size][live].sum(dtype=np.float64)) for c in ctx], ctx_norm=[], n_live=int(live.sum()),
-        norm=norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1)),
-        doc_norm=norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1)), docs=docs,
+        ctx_sum=[float(c[:size][live].sum(dtype=np.float64)) for c in ctx], ctx_norm=[],
+        ctx_max=[int(c.max()) for c in ctx], n_live=int(live.sum()), lens=shard.length.view.astype(np.int32),
+        norm=None, doc_lens=shard.doc_len.view.astype(np.int32), doc_norm=None, docs=docs,
         may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first,
-        doc_count=count, asking=asking, answering=_answering(shard, asking, size), keep=keep,
+        doc_count=count, asking=asking, answering=shard.next.view[asking], keep=keep,
         tfc=np.zeros(size + 1, np.float32))
-    st.ctx_norm = _ctx_norms(s, st)
+    _norms(shard, st, int(st.lens.max(initial=0)), int(st.doc_lens.max(initial=0)))
     return st
 
 
@@ -191,6 +194,7 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
         st.ctx_sum[k] += float(fresh[k][len(changed):-1].sum(dtype=np.float64)) + float(
             (fresh[k][:len(changed)] - c.take(changed))[live_old].sum(dtype=np.float64))
         c[at] = fresh[k]
+        st.ctx_max[k] = max(st.ctx_max[k], int(fresh[k].max()))
     st.n_live += len(new)
     st.around = _grow(st, "around", st.around, size + 1, 0)
     if st.weights:
@@ -217,11 +221,25 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
             st.doc_first = _grow(st, "doc_first", st.doc_first, nd, 0)
             st.doc_count = _grow(st, "doc_count", st.doc_count, nd, 0)
             st.doc_first[n0:], st.doc_count[n0:] = first, count
-    st.asking = np.concatenate([st.asking, old + np.flatnonzero(shard.cues.view[old:size] & _text.ASKS)])
-    st.answering = _answering(shard, st.asking, size)
-    st.norm = norm(s, shard.length.view, shard.total_len / max(shard.n_alive, 1))
-    st.doc_norm = norm(s, shard.doc_len.view, shard.total_doc_len / max(shard.n_docs, 1))
-    st.ctx_norm = _ctx_norms(s, st)
+    # older askers whose next slot is new now have an answer; new askers are appended
+    linked = prev.take(new)
+    linked = linked[(linked >= 0) & (linked < old)]
+    if len(st.asking) and len(linked):
+        at = np.searchsorted(st.asking, linked)
+        at = at[(at < len(st.asking)) & (st.asking.take(np.minimum(at, len(st.asking) - 1)) == linked)]
+        st.answering[at] = shard.next.view[st.asking[at]]
+    asks = old + np.flatnonzero(shard.cues.view[old:size] & _text.ASKS)
+    n0 = len(st.asking)
+    st.asking = _grow(st, "asking", st.asking, n0 + len(asks), 0)
+    st.answering = _grow(st, "answering", st.answering, n0 + len(asks), 0)
+    st.asking[n0:], st.answering[n0:] = asks, shard.next.view[asks]
+    st.lens = _grow(st, "lens", st.lens, size, 0)
+    st.lens[old:] = shard.length.view[old:size]
+    nd0 = len(st.doc_lens)
+    st.doc_lens = _grow(st, "doc_lens", st.doc_lens, nd, 0)
+    st.doc_lens[nd0:] = shard.doc_len.view[nd0:nd]
+    _norms(shard, st, max(len(st.norm) - 1, int(st.lens[old:].max())),
+           max(len(st.doc_norm) - 1, int(st.doc_lens[nd0:].max(initial=0))))
     return st
 
 
@@ -256,12 +274,12 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
 
 
 def bm25(s: Settings, lists: dict, n: int, nrm, size: int) -> np.ndarray:
-    """BM25 per slot; `nrm` is the length norm per slot (or one for all). Shared terms score as if
-    the node had the average length (norm k1)."""
+    """BM25 per slot; `nrm` is (norm per length, length per slot), or one norm for all. Shared terms
+    score as if the node had the average length (norm k1)."""
     k1 = s.bm25_k1
     out = np.zeros(size + 1, np.float32)
     for slots, tf, *shared in lists.values():
-        nm = nrm.take(slots) if isinstance(nrm, np.ndarray) else nrm
+        nm = nrm[0].take(nrm[1].take(slots)) if isinstance(nrm, tuple) else nrm
         if shared and shared[0] is not None:
             nm = np.where(shared[0], _flat(s), nm)
         np.add.at(out, slots, (idf(n, len(slots)) * (k1 + 1)) * tf / (tf + nm))
@@ -297,13 +315,14 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
 def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     s, size = shard.s, shard.keys.size
     lists = node_postings(shard, st, qterms)
-    own = bm25(s, lists, shard.n_alive, st.norm, size)
+    own = bm25(s, lists, shard.n_alive, (st.norm, st.lens), size)
     own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
     score = own.copy()
     if s.reply_weight and lists:       # the answer to a question rarely repeats its words
         asked = own.take(st.asking)
         hit = np.flatnonzero(asked > 0)
-        np.add.at(score, st.answering.take(hit), s.reply_weight * asked.take(hit))
+        answer = st.answering.take(hit)
+        np.add.at(score, np.where(answer < 0, size, answer), s.reply_weight * asked.take(hit))
         score[size] = 0
     if s.context_mode == "columns":
         context_columns(shard, st, lists, score)
@@ -334,7 +353,7 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
         if len(docs) > 1 and not (docs[1:] > docs[:-1]).all():   # sections added to a document later
             docs, at = np.unique(docs, return_inverse=True)      # hold a posting each: one tf per document
             lists[h] = (docs, np.bincount(at, tf).astype(np.float32))
-    dscore = bm25(shard.s, lists, shard.n_docs, st.doc_norm, nd)
+    dscore = bm25(shard.s, lists, shard.n_docs, (st.doc_norm, st.doc_lens), nd)
     if st.doc_first is None:
         dscore[:nd] *= shard.doc_multi.view
         score[: shard.keys.size] += w * dscore[shard.doc.view]

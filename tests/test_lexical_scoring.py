@@ -237,3 +237,13 @@ def test_writes_that_are_not_appends_rebuild_the_structure():
     shard.add([NodeRow(50_001, "gone", 0, 1, "", "otter soon gone", "s1", 1.0, 0.5, 50.0)])
     assert shard._structure(100.0) is not st                             # already expired at `now`
     _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
+
+
+def test_extending_a_structure_that_has_no_questions_yet():
+    shard = LexicalShard(Settings())
+    shard.add([NodeRow(1, "m1", 0, 1, "", "otter seal", "s1", 0.0, 0.5, None)])
+    st = shard._structure(100.0)
+    shard.add([NodeRow(2, "m2", 0, 1, "", "otter kelp, where?", "s1", 1.0, 0.5, None)])   # a thread: follows 1
+    shard.add([NodeRow(3, "m3", 0, 1, "", "in the kelp", "s1", 2.0, 0.5, None)])          # answers 2
+    assert shard._structure(100.0) is st
+    _same_structure(st, _lexscore.build(shard, 100.0))
