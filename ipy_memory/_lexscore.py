@@ -7,9 +7,9 @@ anything else (a removal, an expiry, new settings) rebuilds it.
 The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
 is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.
 So the passes touch only what the postings reach (a term's slots, their neighbours, the sections
-of the documents it matched), per-node values are precomputed once per write (the BM25 length norms,
-which nodes can hold a document-wide term), and the neighbours of every hop are packed in one row
-per slot, read with one gather. Nothing here changes a score: `tests/test_lexical_scoring.py`
+of the documents it matched), per-node values are kept in the Structure (token counts with a norm
+table per count, which nodes can hold a document-wide term), and the neighbours of every hop and
+their context lengths are packed in one row per slot, read with one gather. Nothing here changes a score: `tests/test_lexical_scoring.py`
 compares the result with a direct computation of the formula in `lexical.py`.
 """
 
