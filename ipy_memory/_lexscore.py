@@ -102,8 +102,8 @@ def _norms(shard, st: Structure, top: int, top_doc: int) -> None:
     """The norm tables for the current average lengths, up to the longest node `top` and document
     `top_doc` (token counts are whole numbers: one entry each)."""
     s = shard.s
-    st.ctx_norm = [norm(s, np.arange(top + 1, dtype=np.float64), total / st.n_live if st.n_live else 1.0)
-                   for top, total in zip(st.ctx_max, st.ctx_sum)]
+    st.ctx_norm = [norm(s, np.arange(longest + 1, dtype=np.float64), total / st.n_live if st.n_live else 1.0)
+                   for longest, total in zip(st.ctx_max, st.ctx_sum)]
     # float32 counts, as the columns hold them: the same arithmetic as norm() over the column
     st.norm = norm(s, np.arange(top + 1, dtype=np.float32), shard.total_len / max(shard.n_alive, 1))
     st.doc_norm = norm(s, np.arange(top_doc + 1, dtype=np.float32), shard.total_doc_len / max(shard.n_docs, 1))
@@ -167,26 +167,48 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     """`st` brought up to date after writes that only appended whole new documents (no removal, no
     expiry, nothing added to an older document); None when that is not the case (build instead).
     Only the new slots and the rows within two neighbour distances before them change, so the cost
-    is the size of the write, not of the index (a rebuild after each write took ~100 ms at 1M)."""
+    is the size of the write, not of the index (a rebuild takes 10-13 ms at 100k nodes, and grows
+    with the index)."""
     s, old, size = shard.s, st.size, shard.keys.size
-    new = np.arange(old, size)
     exp = shard.expires.view[old:size]
     docs = shard.doc.padded()
     if (exp <= now).any() or not shard.alive.view[old:size].all() or (docs[old:size] < st.n_doc_slots).any():
         return None
-    nd = shard.doc_len.size
-    st.dead = dead = _grow(st, "dead", st.dead, size + 1, False)
-    # older slots whose context changed: those up to the largest distance before a new slot
-    prev, reach, touched = shard.prev.padded(), len(s.neighbor_weights), []
+    nd, nd0, new = shard.doc_len.size, st.n_doc_slots, np.arange(old, size)
+    st.dead = _grow(st, "dead", st.dead, size + 1, False)
+    _extend_neighbours(shard, st, new)
+    st.size, st.n_doc_slots, st.hi, st.docs = size, nd, min(st.hi, float(exp.min())), docs
+    st.tfc = _grow(st, "tfc", st.tfc, size + 1, 0)
+    st.keep = _grow(st, "keep", st.keep, size, 0)
+    st.keep[old:] = 1
+    if s.question_discount:
+        st.keep[old:] *= 1 - s.question_discount * ((shard.cues.view[old:size] & _text.ENDS_ASKING) != 0)
+    _extend_documents(shard, st, new, nd0)
+    _extend_questions(shard, st, new)
+    st.lens = _grow(st, "lens", st.lens, size, 0)
+    st.lens[old:] = shard.length.view[old:size]
+    st.doc_lens = _grow(st, "doc_lens", st.doc_lens, nd, 0)
+    st.doc_lens[nd0:] = shard.doc_len.view[nd0:nd]
+    _norms(shard, st, max(len(st.norm) - 1, int(st.lens[old:].max())),
+           max(len(st.doc_norm) - 1, int(st.doc_lens[nd0:].max(initial=0))))
+    return st
+
+
+def _extend_neighbours(shard, st: Structure, new: np.ndarray) -> None:
+    """Context lengths and `around` rows of the new slots, and of the older ones whose neighbours
+    changed: a new slot can follow an older one, whose next slot (and its predecessors' next slots at
+    longer distances) it becomes."""
+    old, size, reach = int(new[0]), int(new[-1]) + 1, len(shard.s.neighbor_weights)
+    prev, touched = shard.prev.padded(), []
     p = prev.take(new)
-    for hop in range(2 * reach):
+    for _ in range(2 * reach):
         p = p[(p >= 0) & (p < old)]
         touched.append(p)
         p = prev.take(p)
     changed = np.unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
     rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
     at = np.concatenate([changed, new, [-1]])
-    length = shard.length.padded()
+    dead, length = st.dead, shard.length.padded()
     fresh = _contexts(lambda x: np.where(dead[x], 0.0, length[x].astype(np.float64)), _walk(shard, at))
     live_old = ~dead.take(changed)
     for k, c in enumerate(st.ctx):
@@ -200,29 +222,31 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     if st.weights:
         rows = np.append(rows, -1)                        # and the sentinel's, now at the end
         st.around[rows] = _around(st.ctx, _walk(shard, rows))
-    st.size, st.n_doc_slots, st.hi, st.docs = size, nd, min(st.hi, float(exp.min())), docs
-    st.tfc = _grow(st, "tfc", st.tfc, size + 1, 0)
-    keep = np.ones(len(new), np.float32)
-    if s.question_discount:
-        keep *= 1 - s.question_discount * ((shard.cues.view[old:size] & _text.ENDS_ASKING) != 0)
-    st.keep = _grow(st, "keep", st.keep, size, 0)
-    st.keep[old:] = keep
-    eligible = (shard.doc_text.view[st.docs.take(new)] >= 3) & shard.doc_multi.view[st.docs.take(new)]
+
+
+def _extend_documents(shard, st: Structure, new: np.ndarray, nd0: int) -> None:
+    """Shared-term candidates and document runs of the new slots (in new documents only)."""
+    old, size, nd = int(new[0]), int(new[-1]) + 1, shard.doc_len.size
+    docs = st.docs.take(new)
+    eligible = (shard.doc_text.view[docs] >= 3) & shard.doc_multi.view[docs]
     if st.may_share is not None or eligible.any():
         base = st.may_share if st.may_share is not None else np.zeros(old, bool)
         st.may_share = _grow(st, "may_share", base, size, False)
         st.may_share[old:] = eligible
     if st.doc_first is not None:
-        first, count = _doc_runs(docs, old, size, nd, len(st.doc_first))
+        first, count = _doc_runs(st.docs, old, size, nd, nd0)
         if first is None:
             st.doc_first = st.doc_count = None
         else:
-            n0 = len(st.doc_first)
             st.doc_first = _grow(st, "doc_first", st.doc_first, nd, 0)
             st.doc_count = _grow(st, "doc_count", st.doc_count, nd, 0)
-            st.doc_first[n0:], st.doc_count[n0:] = first, count
-    # older askers whose next slot is new now have an answer; new askers are appended
-    linked = prev.take(new)
+            st.doc_first[nd0:], st.doc_count[nd0:] = first, count
+
+
+def _extend_questions(shard, st: Structure, new: np.ndarray) -> None:
+    """Older askers whose next slot is new now have an answer; new askers are appended."""
+    old, size = int(new[0]), int(new[-1]) + 1
+    linked = shard.prev.view[new]
     linked = linked[(linked >= 0) & (linked < old)]
     if len(st.asking) and len(linked):
         at = np.searchsorted(st.asking, linked)
@@ -233,14 +257,6 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     st.asking = _grow(st, "asking", st.asking, n0 + len(asks), 0)
     st.answering = _grow(st, "answering", st.answering, n0 + len(asks), 0)
     st.asking[n0:], st.answering[n0:] = asks, shard.next.view[asks]
-    st.lens = _grow(st, "lens", st.lens, size, 0)
-    st.lens[old:] = shard.length.view[old:size]
-    nd0 = len(st.doc_lens)
-    st.doc_lens = _grow(st, "doc_lens", st.doc_lens, nd, 0)
-    st.doc_lens[nd0:] = shard.doc_len.view[nd0:nd]
-    _norms(shard, st, max(len(st.norm) - 1, int(st.lens[old:].max())),
-           max(len(st.doc_norm) - 1, int(st.doc_lens[nd0:].max(initial=0))))
-    return st
 
 
 def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
