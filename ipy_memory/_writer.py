@@ -90,8 +90,8 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
         two = int(np.searchsorted(cum - heaviest, fifth)) + 1                 # holds two of lists[:two]
         if two > len(lists) or sum(n for n, _, _ in lists[:two]) > 2 * len(shard.vec):
             return None
-        slots = np.sort(np.concatenate([slots for _, _, slots in lists[:two]]))   # only common words:
-        slots = np.unique(slots[1:][slots[1:] == slots[:-1]])                     # in two lists or more
+        found, _, count, slots = _per_document(shard, [s for _, _, s in lists[:two]], [1.0] * two)
+        slots = _sections(shard, slots, found[count >= 2])          # only common words: two or more
         if len(slots) > small:
             return None
     slots = slots[shard.lex.alive.view[slots]]
@@ -112,17 +112,31 @@ def held_enough(shard, weights: list[float], lists: list[np.ndarray], fifth: flo
     terms it can lack more: a misspelt word is another term sharing most of its n-grams (up to 0.44
     of the weight on 60k synthetic pairs, benchmarks/dedup_pool.py), hence three fifths. Counted per
     document, not per section: a document's terms may be spread over its sections."""
-    slots = np.concatenate(lists)
     total = sum(weights)
-    if total < 3 * fifth or len(slots) <= 4096:            # nothing can lack that much, or few to rescore
-        return np.unique(slots)
+    if total < 3 * fifth or sum(len(x) for x in lists) <= 4096:   # nothing can lack that much, or few to rescore
+        return np.unique(np.concatenate(lists))
+    found, held, _, slots = _per_document(shard, lists, weights)
+    return _sections(shard, slots, found[held > total - 3 * fifth])
+
+
+def _per_document(shard, lists: list[np.ndarray], weights: list[float]):
+    """The documents holding any of the lists' terms, the weight of those terms each holds and how
+    many of them, and every slot of the lists: (documents, weights, counts, slots)."""
+    slots = np.concatenate(lists)
     docs = shard.lex.doc.view[slots].astype(np.int64)
     pairs = np.unique(docs * len(lists) + np.repeat(np.arange(len(lists)), [len(x) for x in lists]))
-    found, at = np.unique(pairs // len(lists), return_inverse=True)      # one (document, term) each
+    docs = pairs // len(lists)                                           # one (document, term) each,
+    first = np.r_[True, docs[1:] != docs[:-1]]                          # sorted by document
+    found, at = docs[first], np.cumsum(first) - 1
     held = np.bincount(at, np.asarray(weights, np.float64)[pairs % len(lists)], len(found))
-    keep = found[held > total - 3 * fifth]
-    slots = np.unique(slots)
-    return slots[np.isin(shard.lex.doc.view[slots], keep)]
+    return found, held, np.bincount(at, minlength=len(found)), slots
+
+
+def _sections(shard, slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The distinct slots among `slots` whose document is one of `docs`."""
+    wanted = np.zeros(shard.lex.doc_len.size, bool)
+    wanted[docs] = True
+    return np.unique(slots[wanted[shard.lex.doc.view[slots]]])
 
 
 def _features(term: str) -> int:

@@ -331,3 +331,23 @@ def test_large_duplicate_pools_keep_documents_holding_enough_of_the_terms_across
     # a pool that is small, or terms that weigh too little to lack two fifths of, are kept whole
     assert len(held_enough(SimpleNamespace(lex=lex), weights, [x[:100] for x in lists], sum(weights) / 5)) == 102
     assert len(held_enough(SimpleNamespace(lex=lex), weights[:1], lists[:1], sum(weights) / 5)) == 5001
+
+
+def test_duplicate_pool_of_common_words_counts_terms_per_document():
+    """When the pool is drawn from common words (a near-duplicate holds two of them), holding is
+    counted per document: a document may hold the two words in different sections."""
+    from types import SimpleNamespace
+    from ipy_memory._writer import lexical_pool
+    from ipy_memory.lexical import LexicalShard, NodeRow
+    lex, key = LexicalShard(Settings()), 0
+    rows = []
+    for word, n in (("amber", 1400), ("basin", 1400), ("cedar", 1600), ("delta", 1600)):
+        for i in range(n):
+            key += 1
+            rows.append(NodeRow(key, f"m{key}", 0, 1, "", f"{word} filler{key}", "s", 0.0, 0.5, None))
+    rows += [NodeRow(90_001, "doc", 0, 2, "", "amber", "s", 0.0, 0.5, None),
+             NodeRow(90_002, "doc", 1, 2, "", "basin", "s", 0.0, 0.5, None)]
+    lex.add(rows)
+    shard = SimpleNamespace(lex=lex, vec=range(len(rows)))
+    new = SimpleNamespace(nodes=[SimpleNamespace(title="", body="amber basin cedar delta")])
+    assert sorted(lexical_pool(shard, new, 100).tolist()) == [90_001, 90_002]
