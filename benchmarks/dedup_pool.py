@@ -68,7 +68,8 @@ def main() -> None:
     emb, rng = HashEmbedder(), random.Random(0)
     floors = (1, 2, 4)
     missed = {("weighed", f): Counter() for f in floors} | {("counted", 4): Counter(),
-                                                             ("weighed, then pruned", 4): Counter()}
+                                                             ("weighed, then pruned", 4): Counter(),
+                                                             **{("two of the weighed", f): Counter() for f in (2, 4, 6)}}
     worst = 0.0     # the largest share of a document's weight that a near-duplicate lacks
     pairs = Counter()
     for doc in rng.sample(texts, min(a.n, len(texts))):
@@ -92,6 +93,13 @@ def main() -> None:
                 one = rarest_held(cum, fifth)
                 lack = sum(_features(t) for t in present[:one] if t not in held)
                 missed[("weighed, then pruned", 4)][cjk] += lack >= 3 * fifth or not any(t in held for t in present[:one])
+                # the rule for pools of common words: two of the rarest terms whose weight without
+                # the heaviest of them reaches a fifth
+                w = [_features(t) for t in present]
+                two = int(np.searchsorted(cum - np.maximum.accumulate(w), fifth)) + 1 if w else 0
+                for f in (2, 4, 6):
+                    k = max(two, f)
+                    missed[("two of the weighed", f)][cjk] += k <= len(present) and sum(t in held for t in present[:k]) < 2
                 worst = max(worst, sum(_features(t) for t in terms if t not in held) / (5 * fifth))
                 one = max(4, -(-len(terms) // 5))
                 missed[("counted", 4)][cjk] += not any(t in held for t in present[:one])
