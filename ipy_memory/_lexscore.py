@@ -73,6 +73,12 @@ def idf(n: int, df: int) -> float:
     return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
+def _sentinel(slots: np.ndarray, index: int) -> np.ndarray:
+    """`slots` with -1 (no such slot) replaced by the sentinel's index: take() and add.at() are 3-4x
+    slower on negative indices than on positive ones."""
+    return np.where(slots < 0, index, slots)
+
+
 def _walk(shard, at: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per non-zero weight, the previous and next slots of the slots `at` (None: every slot and the
     sentinel) at that weight's distance; -1 (the sentinel) where there is none."""
@@ -175,8 +181,10 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     if (exp <= now).any() or not shard.alive.view[old:size].all() or (docs[old:size] < st.n_doc_slots).any():
         return None
     nd, nd0, new = shard.doc_len.size, st.n_doc_slots, np.arange(old, size)
+    linked = shard.prev.view[new]
+    linked = linked[(linked >= 0) & (linked < old)]       # older slots a new one follows
     st.dead = _grow(st, "dead", st.dead, size + 1, False)
-    _extend_neighbours(shard, st, new)
+    _extend_neighbours(shard, st, new, linked)
     st.size, st.n_doc_slots, st.hi, st.docs = size, nd, min(st.hi, float(exp.min())), docs
     st.tfc = _grow(st, "tfc", st.tfc, size + 1, 0)
     st.keep = _grow(st, "keep", st.keep, size, 0)
@@ -184,7 +192,7 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     if s.question_discount:
         st.keep[old:] *= 1 - s.question_discount * ((shard.cues.view[old:size] & _text.ENDS_ASKING) != 0)
     _extend_documents(shard, st, new, nd0)
-    _extend_questions(shard, st, new)
+    _extend_questions(shard, st, new, linked)
     st.lens = _grow(st, "lens", st.lens, size, 0)
     st.lens[old:] = shard.length.view[old:size]
     st.doc_lens = _grow(st, "doc_lens", st.doc_lens, nd, 0)
@@ -194,17 +202,16 @@ def extend(shard, st: Structure, now: float) -> Structure | None:
     return st
 
 
-def _extend_neighbours(shard, st: Structure, new: np.ndarray) -> None:
+def _extend_neighbours(shard, st: Structure, new: np.ndarray, linked: np.ndarray) -> None:
     """Context lengths and `around` rows of the new slots, and of the older ones whose neighbours
     changed: a new slot can follow an older one, whose next slot (and its predecessors' next slots at
     longer distances) it becomes."""
     old, size, reach = int(new[0]), int(new[-1]) + 1, len(shard.s.neighbor_weights)
-    prev, touched = shard.prev.padded(), []
-    p = prev.take(new)
+    prev, touched, p = shard.prev.padded(), [], linked
     for _ in range(2 * reach):
-        p = p[(p >= 0) & (p < old)]
         touched.append(p)
         p = prev.take(p)
+        p = p[p >= 0]
     changed = np.unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
     rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
     at = np.concatenate([changed, new, [-1]])
@@ -243,11 +250,9 @@ def _extend_documents(shard, st: Structure, new: np.ndarray, nd0: int) -> None:
             st.doc_first[nd0:], st.doc_count[nd0:] = first, count
 
 
-def _extend_questions(shard, st: Structure, new: np.ndarray) -> None:
+def _extend_questions(shard, st: Structure, new: np.ndarray, linked: np.ndarray) -> None:
     """Older askers whose next slot is new now have an answer; new askers are appended."""
     old, size = int(new[0]), int(new[-1]) + 1
-    linked = shard.prev.view[new]
-    linked = linked[(linked >= 0) & (linked < old)]
     if len(st.asking) and len(linked):
         at = np.searchsorted(st.asking, linked)
         at = at[(at < len(st.asking)) & (st.asking.take(np.minimum(at, len(st.asking) - 1)) == linked)]
@@ -310,7 +315,7 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
         scale = idf(shard.n_alive, len(slots)) * (k1 + 1)
         rows = st.around.take(slots, axis=0)  # one gather for every distance, both sides, their contexts
         targets, lens = rows[:, :sides].T.astype(np.intp), rows[:, sides:].T
-        targets[targets < 0] = len(tfc) - 1     # the sentinel: take() and add.at() are 3-4x slower on -1
+        targets = _sentinel(targets, len(tfc) - 1)
         for i, w in enumerate(st.weights):
             # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]; both
             # maps are one-to-one (bar the sentinel), so each side's targets are distinct. A node with
@@ -338,7 +343,7 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
         asked = own.take(st.asking)
         hit = np.flatnonzero(asked > 0)
         answer = st.answering.take(hit)
-        np.add.at(score, np.where(answer < 0, size, answer), s.reply_weight * asked.take(hit))
+        np.add.at(score, _sentinel(answer, size), s.reply_weight * asked.take(hit))
         score[size] = 0
     if s.context_mode == "columns":
         context_columns(shard, st, lists, score)

@@ -284,12 +284,12 @@ class LexicalShard:
         """The query-independent arrays for `now` (about half of a query's work at 100k nodes before
         caching): extended after writes that only appended documents, rebuilt after anything else
         (a removal, an expiry change, a settings change, `now` crossing an expiry time)."""
-        st = self._cache
-        if st is not None and st.size < self.keys.size and st.settings is self.s and st.lo <= now < st.hi:
-            self._cache = None                # extend() changes st in place: never keep a half-extended one
-            st = self._cache = _lexscore.extend(self, st, now)     # only appended since: None if more
-        if st is None or st.settings is not self.s or not st.lo <= now < st.hi:
-            st = self._cache = _lexscore.build(self, now)
+        st, self._cache = self._cache, None   # extend() changes st in place: never keep a half-extended one
+        if st is not None and (st.settings is not self.s or not st.lo <= now < st.hi):
+            st = None
+        if st is not None and st.size < self.keys.size:
+            st = _lexscore.extend(self, st, now)          # only appended since: None if more
+        self._cache = st = st or _lexscore.build(self, now)
         return st
 
     def scores(self, qterms: Counter, qcues: int, now: float) -> np.ndarray:
