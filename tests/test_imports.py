@@ -1,8 +1,11 @@
-"""`import ipy_memory` stays light: usearch loads at the first vector search, and never before
-onnxruntime when that is installed (ipy_memory/_native.py)."""
+"""`import ipy_memory` stays light: usearch loads at the first vector search, onnxruntime just before
+it (never after it, ipy_memory/_native.py), and a kernel that recalls lexically loads neither."""
 
+import importlib.util
 import subprocess
 import sys
+
+import pytest
 
 from ipy_memory import MemoryEngine
 
@@ -10,21 +13,51 @@ SCRIPT = """
 import sys, importlib.util
 import ipy_memory
 assert "usearch" not in sys.modules, "loaded by the import"
+assert "onnxruntime" not in sys.modules, "loaded by the import"
 installed = importlib.util.find_spec("onnxruntime") is not None
-assert ("onnxruntime" in sys.modules) == installed        # loaded first, whenever it could be loaded later
 from ipy_memory import MemoryEngine, Settings
 with MemoryEngine(sys.argv[1], project="p", embedder="hash") as mem:
     assert len(mem.recall("otter", scope="project"))                  # default settings: BM25 only
     assert "usearch" not in sys.modules, "loaded by a lexical recall"
+    assert "onnxruntime" not in sys.modules, "loaded by a lexical recall"
     mem.settings = Settings(vector_weight_hash=0.5)
     assert len(mem.recall("otter", scope="project"))
 order = [m for m in sys.modules if m in ("onnxruntime", "usearch.compiled")]
 assert order == (["onnxruntime", "usearch.compiled"] if installed else ["usearch.compiled"]), order
 """
 
+# the user's own `import usearch` after ipy_memory: onnxruntime is loaded first all the same, so a
+# model the notebook loads with onnxruntime later does not crash the process
+USER_IMPORT = """
+import sys
+import ipy_memory
+import usearch.index
+order = [m for m in sys.modules if m in ("onnxruntime", "usearch.compiled")]
+assert order == ["onnxruntime", "usearch.compiled"], order
+import onnxruntime      # already loaded: a no-op
+"""
+
+
+def run(script, *args):
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
 
 def test_usearch_loads_at_the_first_vector_search_after_onnxruntime(tmp_path):
     with MemoryEngine(tmp_path / "store", project="p", embedder="hash") as mem:
         mem.remember("the otter sleeps in the kelp")
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "store")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    run(SCRIPT, str(tmp_path / "store"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="needs onnxruntime (the 'local' extra)")
+def test_a_users_own_usearch_import_loads_onnxruntime_first():
+    run(USER_IMPORT)
+
+
+def test_the_import_order_finder_is_installed_once_and_finds_nothing():
+    from ipy_memory._native import _OnnxruntimeFirst, install_import_order
+    install_import_order()
+    install_import_order()
+    finders = [f for f in sys.meta_path if isinstance(f, _OnnxruntimeFirst)]
+    assert len(finders) <= 1                 # none if usearch was already imported in this process
+    assert all(f.find_spec("json") is None for f in finders)

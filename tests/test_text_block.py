@@ -1,5 +1,8 @@
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ipy_memory import _text, block
 
 
@@ -11,6 +14,18 @@ def test_cjk_bigrams():
     assert _text.terms("光遗传学") == ["光遗", "遗传", "传学"]
     assert _text.terms("光") == ["光"]
     assert _text.terms("AI模型") == ["ai", "模型"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_is_tokenised_as_the_cjk_aware_pattern_would(text):
+    text = text.lower()
+    assert _text._ASCII_TOKEN.findall(text) == _text._cjk_patterns()[0].findall(text)
+
+
+def test_words_of_mixed_scripts():
+    assert _text.words("Café 東京タワー at 9am, naïve_user") == ["café", "東京", "京タ", "タワ", "ワー", "9am", "naïve", "user"]
+    assert _text.words("plain_ascii text 42") == ["plain", "ascii", "text", "42"]
 
 
 def test_irregular_forms_meet_their_base_word():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
-from .._native import preload_onnxruntime
+from .._native import install_import_order
 from ..errors import InvalidArgument
 from .base import Embedder
 from .hashing import HashEmbedder
@@ -44,8 +44,8 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
 register_preset("hash", lambda dim=384, **_: HashEmbedder(dim=dim))
 
 
-# The factories import their module on first use. onnxruntime itself is imported now when installed:
-# loaded after usearch it crashes the process, also when the user imports it for another model (_native.py).
+# The factories import their module on first use. onnxruntime loaded after usearch crashes the process,
+# also when the user imports it for another model: it is imported just before usearch (_native.py).
 def _local(**options) -> Embedder:
     from .local import MiniLMEmbedder
     return MiniLMEmbedder(**options)
@@ -76,4 +76,4 @@ register_preset("openai", _remote("OpenAIEmbedder"))
 register_preset("dashscope", _remote("DashScopeEmbedder"))
 register_preset("ollama", _remote("OllamaEmbedder"))
 
-preload_onnxruntime()
+install_import_order()
