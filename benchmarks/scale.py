@@ -17,7 +17,8 @@ RSS is that system's own):
   recall after   p50/p95 of a query right after each single insert (an agent's turn: remember, then
   a write        recall); a system whose index needs work after a write pays it here. ipy_memory:
                  hybrid after the first half of the inserts, default settings after the second
-  single forget  p50/p95 of forgetting / deleting those single inserts again, one call each
+  single forget  p50/p95 of forgetting / deleting those single inserts again, one call each, each
+                 followed by a query timed apart as after an insert ("recall right after a single forget")
   recall         p50/p95 warm, query embedding included (reported alone too). ipy_memory: full hybrid
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
                  default weight is 0, i.e. lexical only) and lexical only (default settings); peers:
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -659,38 +661,42 @@ def worker(a) -> dict:
         emb.embed_query(q)
         qt.append(now() - t)
     out["query_embed_ms"] = ms_stats(qt)
-    # ---- single inserts, each followed by a query (what an agent does turn by turn: a system whose
-    # index needs work after a write pays it in that query); ipy_memory: the second half with its
-    # default settings (lexical only)
-    times, after, lexical_after, half = [], [], [], (singles + 1) // 2
-    lexical = sysm.default_settings() if cls is IpyMemory else contextlib.nullcontext()
-    for j, (ids, texts, metas) in enumerate(read_corpus(corpus, n, n + singles, 1)):
-        if j == half:
-            lexical.__enter__()
-        t = now()
-        sysm.insert_one(ids[0], texts[0], metas[0])
-        t1 = now()
-        sysm.search(queries[j % len(queries)], k)
-        (lexical_after if j >= half and cls is IpyMemory else after).append(now() - t1)
-        times.append(t1 - t)
-    if singles > half:
-        lexical.__exit__(None, None, None)
-    out["single_ms"] = ms_stats(times)
-    out["recall_after_write_ms"] = ms_stats(after)
-    if lexical_after:
-        out["recall_lexical_after_write_ms"] = ms_stats(lexical_after)
-    times = []
-    for ids, _, _ in read_corpus(corpus, n, n + singles, 1):
-        t = now()
-        sysm.delete_one(ids[0])
-        times.append(now() - t)
-    out["forget_ms"] = ms_stats(times)
+    # ---- single inserts, then single forgets of them, each followed by a query
+    inserts = [functools.partial(sysm.insert_one, ids[0], texts[0], metas[0])
+               for ids, texts, metas in read_corpus(corpus, n, n + singles, 1)]
+    forgets = [functools.partial(sysm.delete_one, ids[0]) for ids, _, _ in read_corpus(corpus, n, n + singles, 1)]
+    for name, ops in (("single", inserts), ("forget", forgets)):
+        times, after, lexical_after = agent_turns(sysm, cls is IpyMemory, ops, queries, k)
+        out[f"{name}_ms"] = ms_stats(times)
+        out[f"recall_after_{name}_ms"] = ms_stats(after)
+        if lexical_after:
+            out[f"recall_lexical_after_{name}_ms"] = ms_stats(lexical_after)
     t = now()
     sysm.close()
     out["close_s"] = now() - t
     out["peak_rss_mb"] = peak_rss_mb()
     out["loadavg_end"] = os.getloadavg()[0]
     return out
+
+
+def agent_turns(sysm, is_ipy: bool, ops: list, queries: list, k: int):
+    """Each op (one insert or one forget), then a query: what an agent does turn by turn, so a system
+    whose index needs work after a write pays it in that query. ipy_memory runs the second half with
+    its default settings (lexical only). Returns the ops' times and the queries' (hybrid, lexical)."""
+    times, after, lexical_after, half = [], [], [], (len(ops) + 1) // 2
+    lexical = sysm.default_settings() if is_ipy else contextlib.nullcontext()
+    for j, op in enumerate(ops):
+        if j == half:
+            lexical.__enter__()
+        t = now()
+        op()
+        t1 = now()
+        sysm.search(queries[j % len(queries)], k)
+        (lexical_after if j >= half and is_ipy else after).append(now() - t1)
+        times.append(t1 - t)
+    if len(ops) > half:
+        lexical.__exit__(None, None, None)
+    return times, after, lexical_after
 
 
 def dump_profile(prof, path: Path, top: int = 30) -> None:
@@ -898,12 +904,12 @@ def metrics(n: int, r: dict) -> dict:
     if "breakdown" in r:
         m["  in hybrid: BM25 scoring p50, ms"] = r["breakdown"]["lexical_scores_ms"]["p50"]
         m["  in hybrid: vector search p50, ms"] = r["breakdown"]["vector_search_ms"]["p50"]
-    if "recall_after_write_ms" in r:
-        m["recall right after a single insert p50, ms"] = r["recall_after_write_ms"]["p50"]
-        m["recall right after a single insert p95, ms"] = r["recall_after_write_ms"]["p95"]
-    if "recall_lexical_after_write_ms" in r:
-        m["  lexical only, right after a single insert p50, ms"] = r["recall_lexical_after_write_ms"]["p50"]
-        m["  lexical only, right after a single insert p95, ms"] = r["recall_lexical_after_write_ms"]["p95"]
+    for op, what in (("single", "insert"), ("forget", "forget")):
+        for key, label in ((f"recall_after_{op}_ms", f"recall right after a single {what}"),
+                           (f"recall_lexical_after_{op}_ms", f"  lexical only, right after a single {what}")):
+            if key in r:
+                m[f"{label} p50, ms"] = r[key]["p50"]
+                m[f"{label} p95, ms"] = r[key]["p95"]
     m["query embedding p50, ms"] = r["query_embed_ms"]["p50"]
     m["query embedding p95, ms"] = r["query_embed_ms"]["p95"]
     if "cold" in r:

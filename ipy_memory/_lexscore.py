@@ -1,8 +1,7 @@
 """Scoring a LexicalShard: the query-independent `Structure` and the per-query passes over it.
 
-The Structure is built once and then extended in place by writes that only append documents (the
-usual write: remember, then recall), touching only the new slots and the few rows before them;
-anything else (a removal, an expiry, new settings) rebuilds it.
+The Structure is built once and then updated in place by appends and removals (`_lexupdate.py`);
+an expiry or new settings rebuild it.
 
 The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
 is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.
@@ -79,10 +78,11 @@ def _sentinel(slots: np.ndarray, index: int) -> np.ndarray:
     return np.where(slots < 0, index, slots)
 
 
-def _walk(shard, at: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+def _walk(shard, at: np.ndarray | None, links=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per non-zero weight, the previous and next slots of the slots `at` (None: every slot and the
-    sentinel) at that weight's distance; -1 (the sentinel) where there is none."""
-    prev, nxt, out = shard.prev.padded(), shard.next.padded(), []
+    sentinel) at that weight's distance; -1 (the sentinel) where there is none. `links`: the padded
+    prev and next columns, when the caller has them already (padding may copy a loaded column)."""
+    (prev, nxt), out = links or (shard.prev.padded(), shard.next.padded()), []
     p, n = (prev, nxt) if at is None else (prev[at], nxt[at])
     weights = shard.s.neighbor_weights
     for d, w in enumerate(weights):
@@ -155,113 +155,6 @@ def build(shard, now: float) -> Structure:
         tfc=np.zeros(size + 1, np.float32))
     _norms(shard, st, int(st.lens.max(initial=0)), int(st.doc_lens.max(initial=0)))
     return st
-
-
-def _grow(st: Structure, name: str, a: np.ndarray, n: int, fill) -> np.ndarray:
-    """`a` lengthened to n rows (the new ones `fill`), inside spare capacity kept in `st.room`: a write
-    of a few memories must not copy every per-slot array."""
-    buf = st.room.get(name)
-    if buf is None or len(buf) < n or not np.shares_memory(buf, a):
-        buf = st.room[name] = np.empty((max(n, len(a) + len(a) // 2 + 64), *a.shape[1:]), a.dtype)
-        buf[:len(a)] = a
-    out = buf[:n]
-    out[len(a):] = fill
-    return out
-
-
-def extend(shard, st: Structure, now: float) -> Structure | None:
-    """`st` brought up to date after writes that only appended whole new documents (no removal, no
-    expiry, nothing added to an older document); None when that is not the case (build instead).
-    Only the new slots and the rows within two neighbour distances before them change, so the cost
-    is the size of the write, not of the index (a rebuild takes 10-13 ms at 100k nodes, and grows
-    with the index)."""
-    s, old, size = shard.s, st.size, shard.keys.size
-    exp = shard.expires.view[old:size]
-    docs = shard.doc.padded()
-    if (exp <= now).any() or not shard.alive.view[old:size].all() or (docs[old:size] < st.n_doc_slots).any():
-        return None
-    nd, nd0, new = shard.doc_len.size, st.n_doc_slots, np.arange(old, size)
-    linked = shard.prev.view[new]
-    linked = linked[(linked >= 0) & (linked < old)]       # older slots a new one follows
-    st.dead = _grow(st, "dead", st.dead, size + 1, False)
-    _extend_neighbours(shard, st, new, linked)
-    st.size, st.n_doc_slots, st.hi, st.docs = size, nd, min(st.hi, float(exp.min())), docs
-    st.tfc = _grow(st, "tfc", st.tfc, size + 1, 0)
-    st.keep = _grow(st, "keep", st.keep, size, 0)
-    st.keep[old:] = 1
-    if s.question_discount:
-        st.keep[old:] *= 1 - s.question_discount * ((shard.cues.view[old:size] & _text.ENDS_ASKING) != 0)
-    _extend_documents(shard, st, new, nd0)
-    _extend_questions(shard, st, new, linked)
-    st.lens = _grow(st, "lens", st.lens, size, 0)
-    st.lens[old:] = shard.length.view[old:size]
-    st.doc_lens = _grow(st, "doc_lens", st.doc_lens, nd, 0)
-    st.doc_lens[nd0:] = shard.doc_len.view[nd0:nd]
-    _norms(shard, st, max(len(st.norm) - 1, int(st.lens[old:].max())),
-           max(len(st.doc_norm) - 1, int(st.doc_lens[nd0:].max(initial=0))))
-    return st
-
-
-def _extend_neighbours(shard, st: Structure, new: np.ndarray, linked: np.ndarray) -> None:
-    """Context lengths and `around` rows of the new slots, and of the older ones whose neighbours
-    changed: a new slot can follow an older one, whose next slot (and its predecessors' next slots at
-    longer distances) it becomes."""
-    old, size, reach = int(new[0]), int(new[-1]) + 1, len(shard.s.neighbor_weights)
-    prev, touched, p = shard.prev.padded(), [], linked
-    for _ in range(2 * reach):
-        touched.append(p)
-        p = prev.take(p)
-        p = p[p >= 0]
-    changed = np.unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
-    rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
-    at = np.concatenate([changed, new, [-1]])
-    dead, length = st.dead, shard.length.padded()
-    fresh = _contexts(lambda x: np.where(dead[x], 0.0, length[x].astype(np.float64)), _walk(shard, at))
-    live_old = ~dead.take(changed)
-    for k, c in enumerate(st.ctx):
-        c = st.ctx[k] = _grow(st, f"ctx{k}", c, size + 1, 0)
-        st.ctx_sum[k] += float(fresh[k][len(changed):-1].sum(dtype=np.float64)) + float(
-            (fresh[k][:len(changed)] - c.take(changed))[live_old].sum(dtype=np.float64))
-        c[at] = fresh[k]
-        st.ctx_max[k] = max(st.ctx_max[k], int(fresh[k].max()))
-    st.n_live += len(new)
-    st.around = _grow(st, "around", st.around, size + 1, 0)
-    if st.weights:
-        rows = np.append(rows, -1)                        # and the sentinel's, now at the end
-        st.around[rows] = _around(st.ctx, _walk(shard, rows))
-
-
-def _extend_documents(shard, st: Structure, new: np.ndarray, nd0: int) -> None:
-    """Shared-term candidates and document runs of the new slots (in new documents only)."""
-    old, size, nd = int(new[0]), int(new[-1]) + 1, shard.doc_len.size
-    docs = st.docs.take(new)
-    eligible = (shard.doc_text.view[docs] >= 3) & shard.doc_multi.view[docs]
-    if st.may_share is not None or eligible.any():
-        base = st.may_share if st.may_share is not None else np.zeros(old, bool)
-        st.may_share = _grow(st, "may_share", base, size, False)
-        st.may_share[old:] = eligible
-    if st.doc_first is not None:
-        first, count = _doc_runs(st.docs, old, size, nd, nd0)
-        if first is None:
-            st.doc_first = st.doc_count = None
-        else:
-            st.doc_first = _grow(st, "doc_first", st.doc_first, nd, 0)
-            st.doc_count = _grow(st, "doc_count", st.doc_count, nd, 0)
-            st.doc_first[nd0:], st.doc_count[nd0:] = first, count
-
-
-def _extend_questions(shard, st: Structure, new: np.ndarray, linked: np.ndarray) -> None:
-    """Older askers whose next slot is new now have an answer; new askers are appended."""
-    old, size = int(new[0]), int(new[-1]) + 1
-    if len(st.asking) and len(linked):
-        at = np.searchsorted(st.asking, linked)
-        at = at[(at < len(st.asking)) & (st.asking.take(np.minimum(at, len(st.asking) - 1)) == linked)]
-        st.answering[at] = shard.next.view[st.asking[at]]
-    asks = old + np.flatnonzero(shard.cues.view[old:size] & _text.ASKS)
-    n0 = len(st.asking)
-    st.asking = _grow(st, "asking", st.asking, n0 + len(asks), 0)
-    st.answering = _grow(st, "answering", st.answering, n0 + len(asks), 0)
-    st.asking[n0:], st.answering[n0:] = asks, shard.next.view[asks]
 
 
 def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _lexscore, _text
+from . import _lexscore, _lexupdate, _text
 from ._columns import Column
 from ._postings import Postings
 from .config import Settings
@@ -88,6 +88,7 @@ class LexicalShard:
         self.total_doc_len = 0.0
         self._thread_last: dict[str, tuple[int, float]] = {}
         self._cache: _Structure | None = None
+        self._removed: list[int] = []           # slots removed since the cached Structure was made
 
     def __len__(self) -> int:
         return self.n_alive
@@ -255,7 +256,7 @@ class LexicalShard:
             return False
         self.alive.view[slot] = False
         self.n_alive -= 1
-        self._cache = None
+        self._removed.append(slot)        # applied to the cached Structure at the next query
         ds = int(self.doc.view[slot])
         self.doc_live.view[ds] -= 1
         self.doc_text.view[ds] -= bool(self.length.view[slot])
@@ -282,13 +283,16 @@ class LexicalShard:
     # ----------------------------------------------------------------------------------- search
     def _structure(self, now: float) -> _lexscore.Structure:
         """The query-independent arrays for `now` (about half of a query's work at 100k nodes before
-        caching): extended after writes that only appended documents, rebuilt after anything else
-        (a removal, an expiry change, a settings change, `now` crossing an expiry time)."""
-        st, self._cache = self._cache, None   # extend() changes st in place: never keep a half-extended one
+        caching): updated after removals and after writes that only appended documents, rebuilt
+        after anything else (an expiry change, a settings change, `now` crossing an expiry time)."""
+        st, self._cache = self._cache, None   # updates change st in place: never keep a half-updated one
+        removed, self._removed = self._removed, []
         if st is not None and (st.settings is not self.s or not st.lo <= now < st.hi):
             st = None
         if st is not None and st.size < self.keys.size:
-            st = _lexscore.extend(self, st, now)          # only appended since: None if more
+            st = _lexupdate.extend(self, st, now)          # only appended since: None if more
+        if st is not None and removed:                     # after extend: a new slot may follow a removed one
+            st = _lexupdate.retire(self, st, removed)     # None if a rebuild is cheaper
         self._cache = st = st or _lexscore.build(self, now)
         return st
 

@@ -205,9 +205,24 @@ def _same_structure(a, b) -> None:
             assert x == y, name
 
 
+def _append(rng, shard, key: int, t: float, size: int) -> tuple[int, float]:
+    rows = _more_rows(rng, key, t, size)
+    shard.add(rows)
+    return max(r.key for r in rows) + 1, t + 100.0
+
+
+def _scores_follow_the_formula(shard, queries) -> None:
+    for q in queries[:15]:
+        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
+        assert np.allclose(got, reference(shard, q, 100.0), rtol=1e-5, atol=1e-6), q
+
+
+UPDATE_SETTINGS = [{}, dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(neighbor_weights=()),
+                   dict(question_discount=0.0, context_mode="propagate")]
+
+
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("settings", [{}, dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(neighbor_weights=()),
-                                      dict(question_discount=0.0, context_mode="propagate")])
+@pytest.mark.parametrize("settings", UPDATE_SETTINGS)
 def test_appending_writes_extend_the_structure_as_a_rebuild_would(seed, settings):
     """After writes that only append documents, the cached Structure is extended in place (its cost
     is the write's, not the index's) and equals one built from scratch, array for array."""
@@ -217,14 +232,10 @@ def test_appending_writes_extend_the_structure_as_a_rebuild_would(seed, settings
     st = shard._structure(100.0)
     key, t = max(shard.slot_of) + 1, 10_000.0
     for size in (1, 3, 40, 1, 200):
-        rows = _more_rows(rng, key, t, size)
-        key, t = max(r.key for r in rows) + 1, t + 100.0
-        shard.add(rows)
+        key, t = _append(rng, shard, key, t, size)
         assert shard._structure(100.0) is st                             # extended, not rebuilt
         _same_structure(st, _lexscore.build(shard, 100.0))
-    for q in queries[:15]:
-        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
-        assert np.allclose(got, reference(shard, q, 100.0), rtol=1e-5, atol=1e-6), q
+    _scores_follow_the_formula(shard, queries)
 
 
 def test_writes_that_are_not_appends_rebuild_the_structure():
@@ -247,3 +258,39 @@ def test_extending_a_structure_that_has_no_questions_yet():
     shard.add([NodeRow(3, "m3", 0, 1, "", "in the kelp", "s1", 2.0, 0.5, None)])          # answers 2
     assert shard._structure(100.0) is st
     _same_structure(st, _lexscore.build(shard, 100.0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("settings", UPDATE_SETTINGS)
+@pytest.mark.parametrize("late_section", [False, True])
+def test_removals_update_the_structure_as_a_rebuild_would(seed, settings, late_section):
+    """Forgetting a memory (or one section of one) updates the cached Structure in place, and it
+    equals one built from scratch, array for array, also when appends come in between."""
+    rng = random.Random(seed)
+    shard, queries = corpus(rng, late_section)
+    shard.s = Settings(**settings)
+    st = shard._structure(100.0)
+    key, t = max(shard.slot_of) + 1, 10_000.0
+    for step in range(12):
+        live = sorted(k for k, slot in shard.slot_of.items() if shard.alive.view[slot])
+        if step % 3 == 0:                                          # a whole document
+            doc = shard_doc_id(shard, shard.slot_of[rng.choice(live)])
+            gone = [k for k in live if shard_doc_id(shard, shard.slot_of[k]) == doc]
+        else:                                                      # a few nodes anywhere
+            gone = rng.sample(live, rng.choice([1, 2, 5]))
+        for k in gone:
+            assert shard.remove(k)
+        if step % 4 == 1:
+            key, t = _append(rng, shard, key, t, 3)
+        assert shard._structure(100.0) is st                             # updated, not rebuilt
+        _same_structure(st, _lexscore.build(shard, 100.0))
+    _scores_follow_the_formula(shard, queries)
+
+
+def test_a_node_added_and_removed_before_the_next_query_rebuilds():
+    shard, _ = corpus(random.Random(5), False)
+    st = shard._structure(100.0)
+    shard.add([NodeRow(60_000, "brief", 0, 1, "", "otter brief note", "s1", 20_000.0, 0.5, None)])
+    shard.remove(60_000)
+    assert shard._structure(100.0) is not st
+    _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
