@@ -26,6 +26,7 @@ ALIGN = 64
 _PADDING_ID = (0xD935).to_bytes(2, "little")     # the extra-field id zipalign-style tools use
 _ZIP64_EXTRA = 20                                 # force_zip64: the local header carries 20 bytes more
 MAP = os.name == "posix"
+_PARALLEL_CRC = 4 << 20     # bytes: below this, starting a thread costs more than it saves
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -52,7 +53,7 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
         if any(i.compress_type != zipfile.ZIP_STORED for i in infos):
             return _read(path)
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # writes stay private to this process
-    out = {}
+    out, members = {}, []
     for info in infos:
         at = info.header_offset
         if mapped[at:at + 4] != b"PK\x03\x04":
@@ -61,11 +62,24 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
         member = memoryview(mapped)[start:start + info.file_size]
         if len(member) != info.file_size:
             raise EOFError(f"{path}: {info.filename} is truncated")
-        if zlib.crc32(member) != info.CRC:
+        members.append((start, member))
+    for info, crc in zip(infos, _crcs([m for _, m in members])):
+        if crc != info.CRC:
             raise zipfile.BadZipFile(f"{path}: {info.filename} fails its CRC check")
+    for info, (start, member) in zip(infos, members):
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         out[name] = _array(mapped, start, member, info.filename)
     return out
+
+
+def _crcs(members: list[memoryview]) -> list[int]:
+    """CRC-32 of each member; on two threads when there are megabytes to check (zlib releases the
+    GIL: 100k memories' lexical snapshot, 52 MB, 13 -> ~7 ms on this machine's 2 cores)."""
+    if (os.cpu_count() or 1) < 2 or sum(len(m) for m in members) < _PARALLEL_CRC or len(members) < 2:
+        return [zlib.crc32(m) for m in members]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(zlib.crc32, members))
 
 
 def _array(mapped: mmap.mmap, start: int, member: memoryview, label: str) -> np.ndarray:

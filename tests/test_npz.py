@@ -50,7 +50,11 @@ def test_reads_files_written_by_numpy(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["data", "header"])
-def test_damage_is_refused(tmp_path, where):
+@pytest.mark.parametrize("parallel", [False, True])
+def test_damage_is_refused(tmp_path, monkeypatch, where, parallel):
+    if parallel:                                # the CRCs of large snapshots are checked on two threads
+        monkeypatch.setattr(_npz, "_PARALLEL_CRC", 0)
+        monkeypatch.setattr(_npz.os, "cpu_count", lambda: 2)
     path = tmp_path / "s.npz"
     _npz.write_npz(path, ARRAYS)
     raw = bytearray(path.read_bytes())
