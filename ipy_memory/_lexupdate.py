@@ -1,5 +1,5 @@
-"""Updating a cached lexical `Structure` in place: appended documents (`extend`) and removed nodes
-(`retire`) change only their own slots and the rows within two neighbour distances of them, so an
+"""Updating a cached lexical `Structure` in place: appended documents (`extend`), removed nodes
+(`retire`) and nodes whose expiry time has passed (`expire`) change only their own slots and the rows within two neighbour distances of them, so an
 agent's turn (remember or forget, then recall) costs the size of the write, not of the index: a
 rebuild takes 10-16 ms at 100k nodes and grows with the index. `tests/test_lexical_scoring.py`
 checks that an updated Structure equals a fresh build, array for array.
@@ -120,12 +120,27 @@ def _extend_questions(shard, st: Structure, new: np.ndarray, linked: np.ndarray)
     st.asking[n0:], st.answering[n0:] = asks, shard.next.view[asks]
 
 
+def expire(shard, st: Structure, now: float) -> Structure | None:
+    """`st` at a later `now` that has passed the expiry times of some nodes: they are dead as if
+    removed (but their documents keep sharing terms, as in a build). None when a rebuild is cheaper."""
+    exp = shard.expires.view[:st.size]
+    passed = exp <= now
+    st = _retire(shard, st, np.flatnonzero(passed & ~st.dead[:st.size]), documents=False)
+    if st is not None:
+        st.lo = float(exp[passed].max()) if passed.any() else -np.inf
+        st.hi = float(exp[~passed].min()) if (~passed).any() else np.inf
+    return st
+
+
 def retire(shard, st: Structure, slots: list[int]) -> Structure | None:
     """`st` after the nodes at `slots` were removed (they stay linked to their neighbours, as in a
     build): they score nothing, their text lends their neighbours no more context, and their
     documents no longer share terms. None when a rebuild is cheaper (a removal of many nodes)."""
-    slots = np.unique(np.asarray(slots, np.int64))
-    if len(slots) > max(64, st.size // 16) or slots[-1] >= st.size:    # many, or added after st was made
+    return _retire(shard, st, np.unique(np.asarray(slots, np.int64)), documents=True)
+
+
+def _retire(shard, st: Structure, slots: np.ndarray, documents: bool) -> Structure | None:
+    if len(slots) > max(64, st.size // 16) or (len(slots) and slots[-1] >= st.size):   # many, or new
         return None
     newly = slots[~st.dead.take(slots)]            # not already expired
     if st.weights and len(newly):
@@ -147,7 +162,7 @@ def retire(shard, st: Structure, slots: list[int]) -> Structure | None:
     st.dead_slots = np.union1d(st.dead_slots, newly)
     st.keep[newly] = 0
     st.n_live -= len(newly)
-    if st.may_share is not None:                   # a removal ends its document's shared terms
+    if documents and st.may_share is not None:     # a removal ends its document's shared terms
         docs = np.unique(st.docs.take(slots))
         if st.doc_first is None:
             st.may_share[np.isin(st.docs[:st.size], docs)] = False

@@ -283,16 +283,18 @@ class LexicalShard:
     # ----------------------------------------------------------------------------------- search
     def _structure(self, now: float) -> _lexscore.Structure:
         """The query-independent arrays for `now` (about half of a query's work at 100k nodes before
-        caching): updated after removals and after writes that only appended documents, rebuilt
-        after anything else (an expiry change, a settings change, `now` crossing an expiry time)."""
+        caching): updated after removals, expiries and writes that only appended documents, rebuilt
+        after anything else (a changed expiry time, new settings, a clock that ran back)."""
         st, self._cache = self._cache, None   # updates change st in place: never keep a half-updated one
         removed, self._removed = self._removed, []
-        if st is not None and (st.settings is not self.s or not st.lo <= now < st.hi):
+        if st is not None and (st.settings is not self.s or now < st.lo):     # new settings, or time ran back
             st = None
         if st is not None and st.size < self.keys.size:
             st = _lexupdate.extend(self, st, now)          # only appended since: None if more
         if st is not None and removed:                     # after extend: a new slot may follow a removed one
             st = _lexupdate.retire(self, st, removed)     # None if a rebuild is cheaper
+        if st is not None and now >= st.hi:
+            st = _lexupdate.expire(self, st, now)
         self._cache = st = st or _lexscore.build(self, now)
         return st
 

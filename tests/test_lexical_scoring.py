@@ -211,10 +211,10 @@ def _append(rng, shard, key: int, t: float, size: int) -> tuple[int, float]:
     return max(r.key for r in rows) + 1, t + 100.0
 
 
-def _scores_follow_the_formula(shard, queries) -> None:
+def _scores_follow_the_formula(shard, queries, now: float = 100.0) -> None:
     for q in queries[:15]:
-        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
-        assert np.allclose(got, reference(shard, q, 100.0), rtol=1e-5, atol=1e-6), q
+        got = shard.scores(query_terms(q), _text.question_cues(q), now)
+        assert np.allclose(got, reference(shard, q, now), rtol=1e-5, atol=1e-6), q
 
 
 UPDATE_SETTINGS = [{}, dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(neighbor_weights=()),
@@ -294,3 +294,20 @@ def test_a_node_added_and_removed_before_the_next_query_rebuilds():
     shard.remove(60_000)
     assert shard._structure(100.0) is not st
     _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("settings", UPDATE_SETTINGS)
+def test_time_passing_expiry_times_updates_the_structure_as_a_rebuild_would(seed, settings):
+    rng = random.Random(seed)
+    shard, queries = corpus(rng, seed % 2 == 1)
+    shard.s = Settings(**settings)
+    for key in rng.sample(sorted(shard.slot_of), len(shard.slot_of) // 3):
+        shard.set_expiry(key, rng.choice([180.0, rng.uniform(100.0, 1000.0)]))
+    st = shard._structure(100.0)
+    for now in (150.0, 180.0, 181.0, 400.0, 999.0, 2000.0):
+        assert shard._structure(now) is st                                # updated, not rebuilt
+        _same_structure(st, _lexscore.build(shard, now))
+    _scores_follow_the_formula(shard, queries, 2000.0)
+    assert shard._structure(120.0) is not st                              # a clock that ran back rebuilds
+    _same_structure(shard._structure(120.0), _lexscore.build(shard, 120.0))
