@@ -13,15 +13,17 @@ class Column:
 
     def extend(self, values) -> None:
         values = np.asarray(values, self.dtype)
-        n = len(values)
-        need = self.size + n
+        need = self.size + len(values)
+        self._reserve(need)
+        self._data[self.size:need] = values
+        self.size = need
+
+    def _reserve(self, need: int) -> None:
         if need > len(self._data):
             cap = max(need, 2 * len(self._data))
             grown = np.full((cap, self.width) if self.width else cap, self.fill, self.dtype)
             grown[: self.size] = self._data[: self.size]
             self._data = grown
-        self._data[self.size:need] = values
-        self.size = need
 
     def adopt(self, values: np.ndarray) -> None:
         """Take over a freshly loaded array as the whole (empty) column, without copying it."""
@@ -36,8 +38,11 @@ class Column:
         return self._data[: self.size]
 
     def padded(self) -> np.ndarray:
-        """The column plus one trailing `fill` slot (a sentinel index for 'no such row')."""
-        return self._data[: self.size + 1] if len(self._data) > self.size else np.append(self.view, self.fill)
+        """The column plus one trailing `fill` slot (a sentinel index for 'no such row'). An adopted
+        array has no room for it: the column moves into a buffer that has, once, rather than being
+        copied at every call (the per-node columns this serves are small)."""
+        self._reserve(self.size + 1)
+        return self._data[: self.size + 1]
 
     def __len__(self) -> int:
         return self.size

@@ -55,6 +55,17 @@ def test_column_adopts_a_loaded_array_and_still_grows():
         Column(np.int8, width=4).adopt(loaded)             # another dtype
 
 
+def test_padding_an_adopted_column_makes_room_once():
+    from ipy_memory._columns import Column
+    col = Column(np.int32, fill=-1)
+    col.adopt(np.arange(5, dtype=np.int32))
+    first = col.padded()
+    assert first.tolist() == [0, 1, 2, 3, 4, -1]
+    assert np.shares_memory(col.padded(), first)           # the same buffer, not a copy per call
+    col.view[2] = 7                                        # writes show through the padded view
+    assert col.padded()[2] == 7 and col.padded()[-1] == -1
+
+
 def test_get_finds_rows_by_binary_search_while_keys_ascend_and_by_dict_after_a_tier_move():
     rng = np.random.default_rng(5)
     vecs = rng.standard_normal((300, 16)).astype(np.float32)
