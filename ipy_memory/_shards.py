@@ -354,6 +354,6 @@ class Shards:
         os.replace(tmp, path)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec), "vectors_int8": len(sh.vec.low.row_of)}
+        return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec), "vectors_int8": sh.vec.low.live}
                                                 if sh.vec_loaded else {})}
                 for s, sh in self.loaded.items()}

@@ -375,7 +375,7 @@ class LifecycleMixin:
         self.shards.sync(force=True)
         removed = 0
         for space, shard in list(self.shards.loaded.items()):
-            dead = (shard.lex.keys.size - len(shard.lex)) + (shard.vec.keys.size - len(shard.vec.row_of))
+            dead = (shard.lex.keys.size - len(shard.lex)) + (shard.vec.keys.size - shard.vec.live)
             if not dead:
                 continue
             removed += dead
