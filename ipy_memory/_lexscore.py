@@ -1,7 +1,7 @@
 """Scoring a LexicalShard: the query-independent `Structure` and the per-query passes over it.
 
-The Structure is built once and then updated in place by appends and removals (`_lexupdate.py`);
-an expiry or new settings rebuild it.
+The Structure is built once and then updated in place by appends, removals and expiries
+(`_lexupdate.py`); new settings, a changed expiry time or a clock that ran back rebuild it.
 
 The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
 is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.

@@ -256,7 +256,10 @@ class LexicalShard:
             return False
         self.alive.view[slot] = False
         self.n_alive -= 1
-        self._removed.append(slot)        # applied to the cached Structure at the next query
+        if self._cache is not None:       # applied to the cached Structure at the next query
+            self._removed.append(slot)
+            if _lexupdate.rebuild_is_cheaper(len(self._removed), self.keys.size):
+                self._cache, self._removed = None, []
         ds = int(self.doc.view[slot])
         self.doc_live.view[ds] -= 1
         self.doc_text.view[ds] -= bool(self.length.view[slot])

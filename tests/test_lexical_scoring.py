@@ -311,3 +311,19 @@ def test_time_passing_expiry_times_updates_the_structure_as_a_rebuild_would(seed
     _scores_follow_the_formula(shard, queries, 2000.0)
     assert shard._structure(120.0) is not st                              # a clock that ran back rebuilds
     _same_structure(shard._structure(120.0), _lexscore.build(shard, 120.0))
+
+
+def test_removals_without_queries_are_not_kept_past_the_point_a_rebuild_is_cheaper():
+    rng = random.Random(6)
+    shard, _ = corpus(rng, False)
+    _append(rng, shard, max(shard.slot_of) + 1, 10_000.0, 120)
+    keys = sorted(k for k, slot in shard.slot_of.items() if shard.alive.view[slot])
+    assert len(keys) > 100
+    shard.remove(keys[0])
+    assert shard._removed == []                          # no cached Structure: nothing to update
+    shard._structure(100.0)
+    for k in keys[1:]:                                    # a writer that forgets and never recalls
+        shard.remove(k)
+        assert len(shard._removed) <= 64
+    assert shard._cache is None                           # past 64 removals it was dropped
+    _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
