@@ -26,6 +26,11 @@ def _grow(st: Structure, name: str, a: np.ndarray, n: int, fill) -> np.ndarray:
     return out
 
 
+def _live_length(st: Structure, length: np.ndarray):
+    """Token count of slots, 0 for dead ones (forgotten text lends no context), as a build counts."""
+    return lambda x: np.where(st.dead[x], 0.0, length[x].astype(np.float64))
+
+
 def extend(shard, st: Structure, now: float) -> Structure | None:
     """`st` brought up to date after writes that only appended whole new documents (no removal, no
     expiry, nothing added to an older document); None when that is not the case (build instead).
@@ -73,7 +78,7 @@ def _extend_neighbours(shard, st: Structure, new: np.ndarray, linked: np.ndarray
     rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
     at = np.concatenate([changed, new, [-1]])
     dead, length = st.dead, shard.length.padded()
-    fresh = _contexts(lambda x: np.where(dead[x], 0.0, length[x].astype(np.float64)), _walk(shard, at))
+    fresh = _contexts(_live_length(st, length), _walk(shard, at))
     live_old = ~dead.take(changed)
     for k, c in enumerate(st.ctx):
         c = st.ctx[k] = _grow(st, f"ctx{k}", c, size + 1, 0)
@@ -178,7 +183,7 @@ def _retire_contexts(shard, st: Structure, newly: np.ndarray) -> None:
     before = [c.take(changed) for c in st.ctx]
     gone = [float(c.take(newly).sum(dtype=np.float64)) for c in st.ctx]   # they were live: leave the sums
     st.dead[newly] = True
-    fresh = _contexts(lambda x: np.where(st.dead[x], 0.0, length[x].astype(np.float64)), _walk(shard, changed, links))
+    fresh = _contexts(_live_length(st, length), _walk(shard, changed, links))
     live = ~st.dead.take(changed)
     for k, c in enumerate(st.ctx):
         st.ctx_sum[k] += float((fresh[k] - before[k])[live].sum(dtype=np.float64)) - gone[k]

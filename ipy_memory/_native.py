@@ -16,10 +16,9 @@ import sys
 
 
 def usearch():
-    """The `usearch.index` module."""
+    """The `usearch.index` module (its first import loads onnxruntime first: `_OnnxruntimeFirst`)."""
     module = sys.modules.get("usearch.index")
     if module is None:
-        preload_onnxruntime()
         import usearch.index as module
     return module
 
@@ -56,6 +55,9 @@ def preload_onnxruntime() -> None:
             import onnxruntime  # noqa: F401
     except Exception:  # a broken install must not break vector search; the 'local' preset will say why
         pass
+
+
+install_import_order()
 
 
 def exact_cosine(mat, queries, k: int, threads: int = 1):

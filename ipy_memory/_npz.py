@@ -75,7 +75,7 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
 
 def _crcs(members: list[memoryview]) -> list[int]:
     """CRC-32 of each member, on two threads when there are megabytes to check (100k memories: the
-    lexical snapshot, 52 MB, 20 -> 13 ms; the vector snapshot, 117 MB, 41 -> ~21 ms on 2 cores)."""
+    lexical snapshot, 52 MB, 20 -> 13 ms; the vector snapshot, 117 MB, 41 -> ~23 ms on 2 cores)."""
     many = (os.cpu_count() or 1) >= 2 and sum(len(m) for m in members) >= _PARALLEL_CRC
     return crc32_many(members, 2 if many else 1)
 

@@ -87,7 +87,7 @@ def words(text: str) -> list[str]:
     for tok in (_ASCII_TOKEN if text.isascii() else _cjk_patterns()[0]).findall(text):
         if tok in STOP_WORDS:
             continue
-        if tok[0] >= "\u3040" and is_cjk(tok):
+        if is_cjk(tok):
             out.extend(_cjk_grams(tok))
         elif len(tok) > 1 or tok.isdigit():
             out.append(tok)

@@ -211,6 +211,14 @@ def _append(rng, shard, key: int, t: float, size: int) -> tuple[int, float]:
     return max(r.key for r in rows) + 1, t + 100.0
 
 
+def _cached(seed: int, settings: dict, late_section: bool):
+    """A corpus shard under `settings` with its Structure cached, and where new keys and times start."""
+    rng = random.Random(seed)
+    shard, queries = corpus(rng, late_section)
+    shard.s = Settings(**settings)
+    return rng, shard, queries, shard._structure(100.0), max(shard.slot_of) + 1, 10_000.0
+
+
 def _scores_follow_the_formula(shard, queries, now: float = 100.0) -> None:
     for q in queries[:15]:
         got = shard.scores(query_terms(q), _text.question_cues(q), now)
@@ -226,11 +234,7 @@ UPDATE_SETTINGS = [{}, dict(neighbor_weights=(0.0, 0.5, 0.25)), dict(neighbor_we
 def test_appending_writes_extend_the_structure_as_a_rebuild_would(seed, settings):
     """After writes that only append documents, the cached Structure is extended in place (its cost
     is the write's, not the index's) and equals one built from scratch, array for array."""
-    rng = random.Random(seed)
-    shard, queries = corpus(rng, False)
-    shard.s = Settings(**settings)
-    st = shard._structure(100.0)
-    key, t = max(shard.slot_of) + 1, 10_000.0
+    rng, shard, queries, st, key, t = _cached(seed, settings, False)
     for size in (1, 3, 40, 1, 200):
         key, t = _append(rng, shard, key, t, size)
         assert shard._structure(100.0) is st                             # extended, not rebuilt
@@ -266,11 +270,7 @@ def test_extending_a_structure_that_has_no_questions_yet():
 def test_removals_update_the_structure_as_a_rebuild_would(seed, settings, late_section):
     """Forgetting a memory (or one section of one) updates the cached Structure in place, and it
     equals one built from scratch, array for array, also when appends come in between."""
-    rng = random.Random(seed)
-    shard, queries = corpus(rng, late_section)
-    shard.s = Settings(**settings)
-    st = shard._structure(100.0)
-    key, t = max(shard.slot_of) + 1, 10_000.0
+    rng, shard, queries, st, key, t = _cached(seed, settings, late_section)
     for step in range(12):
         live = sorted(k for k, slot in shard.slot_of.items() if shard.alive.view[slot])
         if step % 3 == 0:                                          # a whole document

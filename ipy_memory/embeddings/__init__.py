@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Callable
 
 from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
-from .._native import install_import_order
 from ..errors import InvalidArgument
 from .base import Embedder
 from .hashing import HashEmbedder
@@ -76,4 +75,3 @@ register_preset("openai", _remote("OpenAIEmbedder"))
 register_preset("dashscope", _remote("DashScopeEmbedder"))
 register_preset("ollama", _remote("OllamaEmbedder"))
 
-install_import_order()
