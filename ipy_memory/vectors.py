@@ -7,7 +7,10 @@ pays: for a real embedding model's vectors (`Settings.vector_index`) in a space 
 `exact_threshold` vectors. The hashing embedder's vectors spread almost uniformly and HNSW handles
 them badly (14-35% of 100k nodes unreachable, `benchmarks/vector_index.py`), so they are scanned
 exactly. Rows added after the graph was built form an exact "tail" that joins the graph in batches
-of `hnsw_tail`; graph candidates are rescored exactly against the stored vectors.
+of `hnsw_tail`; graph candidates are rescored exactly against the stored vectors. A sparse query
+(the hashing embedder's: zero in most dimensions) in a large space without a graph reads only its
+own dimensions from a column-major copy, with the same exact answer (`_colscan.py`); the colder
+tiers' int8 store is in `_lowtier.py`.
 """
 
 from __future__ import annotations
@@ -17,85 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ._colscan import ColumnsMixin
 from ._columns import Column
+from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
 from .config import Settings
 
 
-def _scan_threads(rows: int) -> int:
-    """Threads for an exact scan: splitting pays above ~50k rows (100k float16 rows: 10.6 -> 7.2 ms
-    on 2 busy cores); below that, starting threads costs more than it saves."""
-    return min(os.cpu_count() or 1, 4) if rows >= 50_000 else 1
-
-
-class _Rows:
-    """The live-row count and the key -> live row dict of a store (`keys` and `alive` columns). The
-    dict is built at its first use: for a loaded snapshot of 1.5M sections it costs ~180 ms and
-    ~150 MB, and neither a search nor the duplicate check needs it (a binary search finds rows)."""
-
-    keys: Column
-    alive: Column
-    live: int = 0
-    _row_of: dict[int, int] | None = None
-
-    @property
-    def row_of(self) -> dict[int, int]:
-        if self._row_of is None:
-            rows = np.flatnonzero(self.alive.view)
-            self._row_of = dict(zip(self.keys.view[rows].tolist(), rows.tolist()))
-        return self._row_of
-
-    def _added(self, keys: np.ndarray, base: int) -> None:
-        if self._row_of is not None:
-            self._row_of.update(zip(keys.tolist(), range(base, base + len(keys))))
-        self.live += len(keys)
-
-
-class _LowTier(_Rows):
-    """Rows of colder tiers held as int8 (half the memory of float16). Cosine is scale-invariant,
-    so a scan needs no per-row scale; candidates are rescored exactly from SQLite's vectors."""
-
-    def __init__(self, dim: int):
-        self.dim = dim
-        self.keys = Column(np.int64)
-        self.mat = Column(np.int8, width=dim)
-        self.alive = Column(np.bool_, fill=False)
-        self._row_of = {}
-
-    @staticmethod
-    def quantize(vecs: np.ndarray) -> np.ndarray:
-        vecs = np.asarray(vecs, np.float32).reshape(len(vecs), -1)
-        scale = np.abs(vecs).max(axis=1, keepdims=True)
-        return np.round(np.divide(vecs * 127, scale, out=np.zeros_like(vecs), where=scale > 0)).astype(np.int8)
-
-    def add(self, keys: np.ndarray, vecs: np.ndarray) -> None:
-        self._added(np.asarray(keys, np.int64), self.keys.size)
-        self.keys.extend(keys)
-        self.mat.extend(self.quantize(vecs))
-        self.alive.extend(np.ones(len(keys), bool))
-
-    def remove(self, key: int) -> bool:
-        if not self.live:
-            return False
-        row = self.row_of.pop(key, None)
-        if row is None:
-            return False
-        self.alive.view[row] = False
-        self.live -= 1
-        return True
-
-    def candidates(self, q: np.ndarray, k: int) -> np.ndarray:
-        if not self.live:
-            return np.zeros(0, np.int64)
-        dead = self.keys.size - self.live
-        want = min(self.keys.size, k + dead)
-        m = exact_cosine(self.mat.view, self.quantize(q[None])[0], want, threads=_scan_threads(self.keys.size))
-        rows = np.asarray(m.keys, np.int64).reshape(-1)[:want]
-        rows = rows[(rows >= 0) & (rows < self.keys.size)]
-        return self.keys.view[rows[self.alive.view[rows]]][:k]
-
-
-class VectorShard(_Rows):
+class VectorShard(_Rows, ColumnsMixin):
     """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
 
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
@@ -225,6 +157,7 @@ class VectorShard(_Rows):
         self.dead = 0
         self._orphan_cache = None
         self._ascending = (0, True)
+        self._columns = self._columns_job = None     # rows were renumbered
 
     # ------------------------------------------------------------------------------ snapshots
     def arrays(self) -> dict[str, np.ndarray]:
@@ -297,8 +230,13 @@ class VectorShard(_Rows):
         qs = np.asarray(qs, np.float32).reshape(-1, self.dim)
         if not self.live or len(qs) < 2 or k <= 0:
             return [self.search(q, k) for q in qs]
-        start = self.graph_rows if self.graph is not None else 0
-        return [self.search(q, k, rows) for q, rows in zip(qs, self._exact_rows(qs, start, 2 * k + 10))]
+        found = [self._sparse_rows(q, k) for q in qs]
+        rest = [i for i, rows in enumerate(found) if rows is None]
+        if rest:
+            start = self.graph_rows if self.graph is not None else 0
+            for i, rows in zip(rest, self._exact_rows(qs[rest], start, 2 * k + 10)):
+                found[i] = rows
+        return [self.search(q, k, rows) for q, rows in zip(qs, found)]
 
     def search(self, q: np.ndarray, k: int, _exact=None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (keys, cosine similarities), best first."""
@@ -306,6 +244,7 @@ class VectorShard(_Rows):
         if not len(self) or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         hot_keys, hot_sims = self._search_hot(q, k, _exact) if self.live else (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        self._build_columns()
         low_keys = self.low.candidates(q, max(10 * k, 100))    # int8 picks the candidates, generously
         if not len(low_keys):
             return hot_keys, hot_sims
@@ -318,6 +257,8 @@ class VectorShard(_Rows):
     def _search_hot(self, q: np.ndarray, k: int, exact=None) -> tuple[np.ndarray, np.ndarray]:
         # over-fetch: the scans rank in float16, the answer is rescored in float32 (stable near-ties)
         want = 2 * k + 10
+        if exact is None:
+            exact = self._sparse_rows(q, k)       # exact already: it needs no over-fetch
         parts = [exact if exact is not None else self._exact_rows(q[None], self.graph_rows if self.graph is not None else 0, want)[0]]
         if self.orphans:
             orows, omat = self._orphan_block()
