@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _colscan
 from ._text import question_cues
 from .config import Settings
 from .lexical import query_terms
@@ -75,6 +76,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
         top = nz[np.argpartition(-lex[nz], pool)[:pool]] if len(nz) > pool else nz
         keys = shard.lex.keys.view[top]
         if vector_search is not None:
+            _colscan.help_scan()        # share the column scan the worker may be busy with
             vkeys, _ = vector_search()
             slots = np.array([shard.lex.slot_of.get(int(x), -1) for x in vkeys], np.int64)
             ok = slots >= 0

@@ -258,19 +258,22 @@ class VectorShard(_Rows, ColumnsMixin):
         # over-fetch: the scans rank in float16, the answer is rescored in float32 (stable near-ties)
         want = 2 * k + 10
         if exact is None:
-            exact = self._sparse_rows(q, k)       # exact already: it needs no over-fetch
-        parts = [exact if exact is not None else self._exact_rows(q[None], self.graph_rows if self.graph is not None else 0, want)[0]]
-        if self.orphans:
-            orows, omat = self._orphan_block()
-            m = exact_cosine(omat, q.astype(np.float16), min(len(orows), want))
-            parts.append(orows[np.asarray(m.keys, np.int64).reshape(-1)[:want]])
-        if self.graph is not None and len(self.graph):
-            m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))
-            grows = np.array([self.row_of.get(int(x), -1) for x in np.asarray(m.keys).reshape(-1)], np.int64)
-            parts.append(grows[grows >= 0])
-        rows = np.unique(np.concatenate(parts))            # an orphan may also come back from the graph
-        rows = rows[self.alive.view[rows]]
-        sims = self.mat.view[rows].astype(np.float32) @ q   # exact rescoring of every candidate
+            exact = self._sparse_rows(q, k)       # (rows, exact scores) of the exact top k, or None
+        if isinstance(exact, tuple):
+            rows, sims = exact
+        else:
+            parts = [exact if exact is not None else self._exact_rows(q[None], self.graph_rows if self.graph is not None else 0, want)[0]]
+            if self.orphans:
+                orows, omat = self._orphan_block()
+                m = exact_cosine(omat, q.astype(np.float16), min(len(orows), want))
+                parts.append(orows[np.asarray(m.keys, np.int64).reshape(-1)[:want]])
+            if self.graph is not None and len(self.graph):
+                m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))
+                grows = np.array([self.row_of.get(int(x), -1) for x in np.asarray(m.keys).reshape(-1)], np.int64)
+                parts.append(grows[grows >= 0])
+            rows = np.unique(np.concatenate(parts))            # an orphan may also come back from the graph
+            rows = rows[self.alive.view[rows]]
+            sims = self.mat.view[rows].astype(np.float32) @ q   # exact rescoring of every candidate
         keys = self.keys.view[rows]
         order = np.lexsort((keys, -np.round(sims, 5)))[:k]      # ties broken by key: same answer every time
         return keys[order], sims[order].astype(np.float32)

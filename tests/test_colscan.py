@@ -70,15 +70,17 @@ def test_top_rows_are_the_exact_top_rows_with_ties():
     scan = _colscan.build(mat, 64)
     for i in range(60):
         q = mat[17].astype(np.float32) if i == 0 else sparse_unit(rng, 1, nonzero=10, empty=False)[0]
-        rows = _colscan.top_rows(scan, mat, alive, q, 10, int(alive.sum()))
-        assert rows is not None and alive[rows].all()
+        found = _colscan.top_rows(scan, mat, alive, q, 10, int(alive.sum()))
+        assert found is not None
+        rows, exact = found
+        assert alive[rows].all() and np.allclose(exact, mat[rows].astype(np.float32) @ q)
         top, sims = exact_top(mat, alive, q, 10)
         assert set(top) <= set(rows.tolist())
         assert np.all(sims[rows] >= sims[top].min() - 1e-6)     # nothing returned below the 10th
         tenth = sims[top].min()
         assert (sims >= tenth - 1e-6).sum() == len(rows)         # and every row tied with it is there
     twins = [17] + [r for r in range(4000, 4040) if alive[r]]          # 35 live copies, asked for 5
-    rows = _colscan.top_rows(scan, mat, alive, mat[17].astype(np.float32), 5, int(alive.sum()))
+    rows, _ = _colscan.top_rows(scan, mat, alive, mat[17].astype(np.float32), 5, int(alive.sum()))
     assert sorted(rows.tolist()) == twins
 
 
@@ -235,3 +237,34 @@ def test_engine_recall_is_the_same_with_columns(tmp_path, monkeypatch):
     eng.forget(eng.recall(queries[1], scope="project", limit=1)[0].id)
     same(answers(eng, True), answers(eng, False))
     eng.close()
+
+
+def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_blocks, monkeypatch):
+    import threading
+    rng = np.random.default_rng(9)
+    scan = _colscan.build(sparse_unit(rng, 6000).astype(np.float16), 64)
+    monkeypatch.setattr(_colscan, "_PART", 200)           # 30 parts
+    q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
+    alone = scan.scores(q, np.flatnonzero(q))
+    taken, real_parts = [], _colscan._score_parts
+
+    def slow(parts, weights):                            # slow enough that the helper gets some
+        taken.append(threading.get_ident())
+        threading.Event().wait(0.002)
+        real_parts(parts, weights)
+    monkeypatch.setattr(_colscan, "_score_parts", slow)
+    result = []
+    worker = threading.Thread(target=lambda: result.append(scan.scores(q, np.flatnonzero(q))))
+    worker.start()
+    while worker.is_alive():
+        _colscan.help_scan()
+    worker.join()
+    assert np.array_equal(result[0], alone) and len(taken) == 30
+    assert len(set(taken)) == 2 and _colscan._current is None        # both threads scored parts
+
+    def broken(parts, weights):
+        raise MemoryError("no room")
+    monkeypatch.setattr(_colscan, "_score_parts", broken)
+    with pytest.raises(MemoryError):
+        scan.scores(q, np.flatnonzero(q))
+    assert _colscan._current is None
