@@ -207,7 +207,7 @@ def _settle(eng) -> None:
         for shard in eng.shards.loaded.values():
             job = getattr(shard.vec, "_columns_job", None) if shard.vec_loaded else None
             if job is not None:
-                job.result()
+                job.wait()
     except Exception:  # noqa: BLE001  (engine internals changed)
         pass
 

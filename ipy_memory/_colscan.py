@@ -20,8 +20,8 @@ from 3.1 to only 2.3 ms, and beside the lexical scoring a worker gained nothing 
 
 Rows are kept in blocks of `BLOCK` rows (the last one grows geometrically): appends never copy the
 whole matrix. The columns cost as much memory as the float16 rows (1.2 GB for 1M memories) and
-are built on a worker thread after the first sparse query of a process, while queries scan every
-row as before (~0.25 s for 100k memories); `ColumnsMixin` is VectorShard's side of this.
+are built on a thread of their own after the first sparse query of a process, while queries scan
+every row as before (~0.25 s for 100k memories); `ColumnsMixin` is VectorShard's side of this.
 """
 
 from __future__ import annotations
@@ -181,16 +181,47 @@ def _score_parts(parts: list, weights: list) -> None:
 
 
 def build(mat: np.ndarray, dim: int) -> ColumnScan:
-    """A ColumnScan of every row of `mat` (run on the worker thread: numpy's loops release the GIL)."""
+    """A ColumnScan of every row of `mat`."""
     scan = ColumnScan(dim)
     scan.append(mat)
     return scan
 
 
-def build_later(mat: np.ndarray, dim: int):
-    """A Future of `build(mat, dim)`: rows never change once written, so the matrix can be read
-    while the caller goes on appending (to a new buffer, or past `len(mat)`)."""
-    return _executor().submit(build, mat, dim)
+class Build:
+    """A ColumnScan being built from `mat` on a daemon thread of its own: numpy's loops release the
+    GIL, so queries go on meanwhile, and rows never change once written, so the matrix can be read
+    while the caller appends to it (to a new buffer, or past `len(mat)`). A process that exits does
+    not wait for it, and `stop()` (a closing engine, renumbered rows) ends it at its next chunk."""
+
+    def __init__(self, mat: np.ndarray, dim: int):
+        self.scan: ColumnScan | None = None
+        self.error: BaseException | None = None
+        self._stop, self._done = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(mat, dim), name="ipy_memory-columns", daemon=True)
+        self.thread.start()
+
+    def _run(self, mat: np.ndarray, dim: int) -> None:
+        try:
+            scan = ColumnScan(dim)
+            for lo in range(0, len(mat), _CONVERT):
+                if self._stop.is_set():
+                    return
+                scan.append(mat[lo:lo + _CONVERT])
+            self.scan = scan
+        except BaseException as exc:  # noqa: BLE001  (queries keep the full scan)
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> ColumnScan | None:
+        self._done.wait(timeout)
+        return self.scan
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray, want: int,
@@ -226,17 +257,17 @@ class ColumnsMixin:
     caught up with appended rows at each query, dropped when rows are renumbered (`_reset`)."""
 
     _columns: ColumnScan | None = None
-    _columns_job = None               # the Future of the ColumnScan being built
+    _columns_job: Build | None = None  # the columns being built
     _columns_wanted = False           # a sparse query found no columns: build them after it
 
     def _column_scan(self) -> ColumnScan | None:
         """The int16 columns of the matrix, caught up with its rows, or None while they are being
-        built on a worker thread (100k memories: ~0.25 s; meanwhile a query scans every row)."""
+        built (100k memories: ~0.25 s; meanwhile a query scans every row)."""
         if self._columns is None:
             job = self._columns_job
-            if job is None or not job.done() or job.exception() is not None:   # a failed build is not retried
+            if job is None or not job.done() or job.scan is None:     # a failed build is not retried
                 return None
-            self._columns, self._columns_job = job.result(), None
+            self._columns, self._columns_job = job.scan, None
         if self._columns.n < self.keys.size:
             self._columns.append(self.mat.view[self._columns.n:])
         return self._columns
@@ -256,8 +287,13 @@ class ColumnsMixin:
         return top_rows(scan, self.mat.view, self.alive.view, q, k, self.live)
 
     def _build_columns(self) -> None:
-        """Start building the columns (after a search: the build must not slow the one that asked).
-        Rows never change once written, so the worker reads the matrix while writes append to it."""
+        """Start building the columns (after a search: the build must not slow the one that asked)."""
         if self._columns_wanted and self._columns is None and self._columns_job is None:
-            self._columns_job = build_later(self.mat.view, self.dim)
+            self._columns_job = Build(self.mat.view, self.dim)
         self._columns_wanted = False
+
+    def drop_columns(self) -> None:
+        """Forget the columns and stop a build in progress (rows renumbered, or the engine closes)."""
+        if self._columns_job is not None:
+            self._columns_job.stop()
+        self._columns = self._columns_job = None

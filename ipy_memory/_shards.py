@@ -100,6 +100,12 @@ class Shards:
     def files(self, space: str) -> list[Path]:
         return [self._file(space, suffix) for suffix in _SUFFIXES]
 
+    def stop_builds(self) -> None:
+        """Stop index work still running on other threads (a closing engine does not wait for it)."""
+        for shard in self.loaded.values():
+            if shard.vec_loaded:
+                shard.vec.drop_columns()
+
     def drop(self, space: str) -> None:
         """Forget a space's in-memory indexes and its snapshot files (they are rebuilt on next use)."""
         self.loaded.pop(space, None)

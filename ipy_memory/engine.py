@@ -118,6 +118,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         finally:
             self._closed = True
         try:
+            self.shards.stop_builds()
             self.shards.save()
         finally:
             self.embedder.close()

@@ -157,7 +157,7 @@ class VectorShard(_Rows, ColumnsMixin):
         self.dead = 0
         self._orphan_cache = None
         self._ascending = (0, True)
-        self._columns = self._columns_job = None     # rows were renumbered
+        self.drop_columns()                 # rows were renumbered
 
     # ------------------------------------------------------------------------------ snapshots
     def arrays(self) -> dict[str, np.ndarray]:

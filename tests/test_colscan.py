@@ -100,7 +100,7 @@ def built(shard):
         q = np.zeros(shard.dim, np.float32)
         q[0] = 1
         shard.search(q, 1)
-        shard._columns_job.result()
+        shard._columns_job.wait()
     assert shard._column_scan() is not None
     return shard._columns
 
@@ -164,7 +164,7 @@ def test_a_renumbering_drops_the_columns_and_a_build_in_flight(calls):
     for key in range(1, 1026):                        # ... and then so many removals that rows compact
         shard.remove(key)
     assert shard.keys.size == 975 and shard._columns_job is None and shard._columns is None
-    job.result()
+    job.wait()
     built(shard)
     assert shard._columns.n == 975
     check(shard, {k: v.astype(np.float16) for k, v in zip(range(1026, 2001), vecs[1025:])},
@@ -246,15 +246,18 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     monkeypatch.setattr(_colscan, "_PART", 200)           # 30 parts
     q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
     alone = scan.scores(q, np.flatnonzero(q))
-    taken, real_parts = [], _colscan._score_parts
-
-    def slow(parts, weights):                            # slow enough that the helper gets some
-        taken.append(threading.get_ident())
-        threading.Event().wait(0.002)
-        real_parts(parts, weights)
-    monkeypatch.setattr(_colscan, "_score_parts", slow)
+    taken, real_parts, helped = [], _colscan._score_parts, threading.Event()
     result = []
     worker = threading.Thread(target=lambda: result.append(scan.scores(q, np.flatnonzero(q))))
+
+    def slow(parts, weights):                            # the worker waits until the helper took one
+        taken.append(threading.get_ident())
+        if threading.get_ident() == worker.ident:
+            helped.wait(5)
+        else:
+            helped.set()
+        real_parts(parts, weights)
+    monkeypatch.setattr(_colscan, "_score_parts", slow)
     worker.start()
     while worker.is_alive():
         _colscan.help_scan()
@@ -268,3 +271,38 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     with pytest.raises(MemoryError):
         scan.scores(q, np.flatnonzero(q))
     assert _colscan._current is None
+
+
+def test_a_build_runs_on_a_daemon_thread_and_stops_when_asked(monkeypatch):
+    import threading
+    monkeypatch.setattr(_colscan, "_CONVERT", 64)
+    gate = threading.Event()
+    real = _colscan.ColumnScan.append
+
+    def gated(self, rows):                 # the first chunk waits until the test has asked to stop
+        gate.wait(5)
+        real(self, rows)
+    monkeypatch.setattr(_colscan.ColumnScan, "append", gated)
+    mat = np.ones((6400, 8), np.float16)
+    job = _colscan.Build(mat, 8)
+    assert job.thread.daemon and not job.done()    # an exiting process does not wait for it
+    job.stop()
+    gate.set()
+    assert job.wait(5) is None and job.done()      # stopped after the first of its 100 chunks
+    finished = _colscan.Build(mat[:100], 8)
+    assert finished.wait(5).n == 100
+
+
+def test_closing_an_engine_stops_its_column_build(tmp_path, monkeypatch):
+    from ipy_memory import MemoryEngine, Settings as S
+    monkeypatch.setattr(_colscan, "SPARSE_MIN_ROWS", 100)
+    eng = MemoryEngine(tmp_path / "store", project="p", embedder="hash", settings=S().with_(vector_weight_hash=0.5))
+    eng.remember_many([{"content": f"note {i} about pandas kernels", "force": True} for i in range(300)])
+    eng.recall("pandas", scope="project", limit=3)
+    vec = eng.shards.get(eng._space("project", "p")).vec
+    job = vec._columns_job
+    assert job is not None
+    stopped = []
+    monkeypatch.setattr(job, "stop", lambda: stopped.append(True))
+    eng.close()
+    assert stopped and vec._columns is None and vec._columns_job is None
