@@ -150,7 +150,7 @@ class _Parts:
                     return
                 part, self.next = self.parts[self.next], self.next + 1
             try:
-                _score_parts([part], self.weights)
+                _score_part(part, self.weights)
             except BaseException as exc:  # noqa: BLE001  (re-raised by the scoring thread)
                 self.error = exc
             finally:
@@ -169,22 +169,15 @@ def help_scan() -> None:
         parts.run()
 
 
-def _score_parts(parts: list, weights: list) -> None:
-    """For each (int16 columns, row scales, output) part: output = scales * sum of w * column[d]."""
-    for cols, scale, out in parts:
-        out[:] = 0
-        tmp = np.empty(len(scale), np.float32)
-        for d, w in weights:
-            np.multiply(cols[d, :len(scale)], w, out=tmp, casting="unsafe")
-            out += tmp
-        out *= scale
-
-
-def build(mat: np.ndarray, dim: int) -> ColumnScan:
-    """A ColumnScan of every row of `mat`."""
-    scan = ColumnScan(dim)
-    scan.append(mat)
-    return scan
+def _score_part(part: tuple, weights: list) -> None:
+    """For an (int16 columns, row scales, output) part: output = scales * sum of w * column[d]."""
+    cols, scale, out = part
+    out[:] = 0
+    tmp = np.empty(len(scale), np.float32)
+    for d, w in weights:
+        np.multiply(cols[d], w, out=tmp, casting="unsafe")
+        out += tmp
+    out *= scale
 
 
 class Build:

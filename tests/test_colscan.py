@@ -30,6 +30,12 @@ def exact_top(mat16, alive, q, k):
     return order[:k], sims
 
 
+def build(mat, dim):
+    scan = _colscan.ColumnScan(dim)
+    scan.append(mat)
+    return scan
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
     monkeypatch.setattr(_colscan, "BLOCK", 1000)       # several blocks, and appends that cross them
@@ -54,7 +60,7 @@ def test_scores_stay_within_the_bound_across_blocks_and_appends(small_blocks):
 
 def test_two_threads_give_the_same_scores(small_blocks, monkeypatch):
     rng = np.random.default_rng(2)
-    scan = _colscan.build(sparse_unit(rng, 4500).astype(np.float16), 64)
+    scan = build(sparse_unit(rng, 4500).astype(np.float16), 64)
     q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
     one = scan.scores(q, np.flatnonzero(q))
     monkeypatch.setattr(_colscan, "_SPLIT_ROWS", 1)
@@ -67,7 +73,7 @@ def test_top_rows_are_the_exact_top_rows_with_ties():
     mat[4000:4040] = mat[17]                          # 41 identical rows
     alive = np.ones(5000, bool)
     alive[::7] = False
-    scan = _colscan.build(mat, 64)
+    scan = build(mat, 64)
     for i in range(60):
         q = mat[17].astype(np.float32) if i == 0 else sparse_unit(rng, 1, nonzero=10, empty=False)[0]
         found = _colscan.top_rows(scan, mat, alive, q, 10, int(alive.sum()))
@@ -87,7 +93,7 @@ def test_top_rows_are_the_exact_top_rows_with_ties():
 def test_top_rows_gives_up_when_the_bound_cannot_decide():
     mat = np.zeros((40_000, 8), np.float16)
     mat[:, 0] = 1                                     # 40,000 identical rows: no few thousand prove anything
-    scan = _colscan.build(mat, 8)
+    scan = build(mat, 8)
     q = np.zeros(8, np.float32)
     q[0] = 1
     assert _colscan.top_rows(scan, mat, np.ones(40_000, bool), q, 5, 40_000) is None
@@ -242,22 +248,22 @@ def test_engine_recall_is_the_same_with_columns(tmp_path, monkeypatch):
 def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_blocks, monkeypatch):
     import threading
     rng = np.random.default_rng(9)
-    scan = _colscan.build(sparse_unit(rng, 6000).astype(np.float16), 64)
+    scan = build(sparse_unit(rng, 6000).astype(np.float16), 64)
     monkeypatch.setattr(_colscan, "_PART", 200)           # 30 parts
     q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
     alone = scan.scores(q, np.flatnonzero(q))
-    taken, real_parts, helped = [], _colscan._score_parts, threading.Event()
+    taken, real_part, helped = [], _colscan._score_part, threading.Event()
     result = []
     worker = threading.Thread(target=lambda: result.append(scan.scores(q, np.flatnonzero(q))))
 
-    def slow(parts, weights):                            # the worker waits until the helper took one
+    def slow(part, weights):                             # the worker waits until the helper took one
         taken.append(threading.get_ident())
         if threading.get_ident() == worker.ident:
             helped.wait(5)
         else:
             helped.set()
-        real_parts(parts, weights)
-    monkeypatch.setattr(_colscan, "_score_parts", slow)
+        real_part(part, weights)
+    monkeypatch.setattr(_colscan, "_score_part", slow)
     worker.start()
     while worker.is_alive():
         _colscan.help_scan()
@@ -265,9 +271,9 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     assert np.array_equal(result[0], alone) and len(taken) == 30
     assert len(set(taken)) == 2 and _colscan._current is None        # both threads scored parts
 
-    def broken(parts, weights):
+    def broken(part, weights):
         raise MemoryError("no room")
-    monkeypatch.setattr(_colscan, "_score_parts", broken)
+    monkeypatch.setattr(_colscan, "_score_part", broken)
     with pytest.raises(MemoryError):
         scan.scores(q, np.flatnonzero(q))
     assert _colscan._current is None
