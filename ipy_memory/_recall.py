@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _colscan
 from ._text import question_cues
+from ._topk import largest
 from .config import Settings
 from .lexical import query_terms
 
@@ -73,7 +74,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
         if expanded:
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
         nz = np.flatnonzero(lex != 0)     # on a mask: 3x faster than on the floats at 1M
-        top = nz[np.argpartition(-lex[nz], pool)[:pool]] if len(nz) > pool else nz
+        top = nz[largest(lex[nz], pool)] if len(nz) > pool else nz
         keys = shard.lex.keys.view[top]
         if vector_search is not None:
             _colscan.help_scan()        # share the column scan the worker may be busy with
