@@ -85,7 +85,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
             extra = np.setdiff1d(slots[ok], top)
             top = np.concatenate([top, extra])
             keys = shard.lex.keys.view[top]
-            cos = shard.vec.get(keys) @ qvec
+            cos = shard.vec.dots(keys, qvec)
         else:
             cos = np.zeros(len(top), np.float32)
         parts.append((keys, lex[top], cos, shard.lex.created.view[top], shard.lex.importance.view[top]))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._colscan import ColumnsMixin
+from ._colscan import ColumnsMixin, rows_dot
 from ._columns import Column
 from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
@@ -208,11 +208,31 @@ class VectorShard(_Rows, ColumnsMixin):
         out = np.zeros((len(rows), self.dim), np.float32)
         ok = rows >= 0
         out[ok] = self.mat.view[rows[ok]]
-        if self.low.live and self.fetch is not None:
-            low = np.array([k in self.low.row_of for k in keys.tolist()], bool)
-            if low.any():
-                out[low] = self.fetch(keys[low].tolist())
+        low = self._colder(keys)
+        if low is not None:
+            out[low] = self.fetch(keys[low].tolist())
         return out
+
+    def dots(self, keys, q: np.ndarray) -> np.ndarray:
+        """q . the stored vector of each key, exact for every tier (0 for unknown keys); as
+        `get(keys) @ q`, without converting the dimensions a sparse q ignores."""
+        keys = np.asarray(keys, np.int64).reshape(-1)
+        q = np.asarray(q, np.float32)
+        rows = self._rows(keys)
+        out = np.zeros(len(rows), np.float32)
+        ok = rows >= 0
+        out[ok] = rows_dot(self.mat.view[rows[ok]], q)
+        low = self._colder(keys)
+        if low is not None:
+            out[low] = rows_dot(self.fetch(keys[low].tolist()), q)
+        return out
+
+    def _colder(self, keys: np.ndarray) -> np.ndarray | None:
+        """Which keys are in the colder (int8) tier, whose exact vectors `fetch` reads; None for none."""
+        if not self.low.live or self.fetch is None:
+            return None
+        low = np.array([k in self.low.row_of for k in keys.tolist()], bool)
+        return low if low.any() else None
 
     def _exact_rows(self, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
         """Per query, the live rows from `start` on nearest in float16 (one scan pass for all queries)."""
@@ -248,7 +268,7 @@ class VectorShard(_Rows, ColumnsMixin):
         low_keys = self.low.candidates(q, max(10 * k, 100))    # int8 picks the candidates, generously
         if not len(low_keys):
             return hot_keys, hot_sims
-        low_sims = self.get(low_keys) @ q                    # exact rescoring from the stored vectors
+        low_sims = self.dots(low_keys, q)                    # exact rescoring from the stored vectors
         keys = np.concatenate([hot_keys, low_keys])
         sims = np.concatenate([hot_sims, low_sims]).astype(np.float32)
         order = np.lexsort((keys, -np.round(sims, 5)))[:k]
@@ -273,7 +293,7 @@ class VectorShard(_Rows, ColumnsMixin):
                 parts.append(grows[grows >= 0])
             rows = np.unique(np.concatenate(parts))            # an orphan may also come back from the graph
             rows = rows[self.alive.view[rows]]
-            sims = self.mat.view[rows].astype(np.float32) @ q   # exact rescoring of every candidate
+            sims = rows_dot(self.mat.view[rows], q)            # exact rescoring of every candidate
         keys = self.keys.view[rows]
         order = np.lexsort((keys, -np.round(sims, 5)))[:k]      # ties broken by key: same answer every time
         return keys[order], sims[order].astype(np.float32)

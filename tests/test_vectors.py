@@ -85,6 +85,26 @@ def test_get_finds_rows_by_binary_search_while_keys_ascend_and_by_dict_after_a_t
     assert np.allclose(shard.get([20, 21]), np.stack([store[20], store[21]]), atol=1e-2)
 
 
+def test_dots_equal_get_times_q_for_hot_colder_and_unknown_keys():
+    rng = np.random.default_rng(8)
+    vecs = rng.standard_normal((200, 64)).astype(np.float32)
+    store = {k: v for k, v in zip(range(1, 201), vecs)}
+    shard = VectorShard(64, Settings(), graph=False, fetch=lambda keys: np.stack([store[k] for k in keys]))
+    shard.add(np.arange(1, 201), vecs)
+    shard.remove(7)
+    for k in (3, 50):
+        shard.set_cold(k, True)        # exact values come from `store`, not from the int8 copy
+    asked = np.array([3, 7, 50, 1, 999, 120, 50])
+    sparse = np.zeros(64, np.float32)
+    sparse[[2, 9, 40]] = (0.5, -0.25, 0.75)
+    for q in (sparse, rng.standard_normal(64).astype(np.float32), np.zeros(64, np.float32)):
+        got = shard.dots(asked, q)
+        assert got.dtype == np.float32 and got.shape == (7,)
+        assert np.allclose(got, shard.get(asked) @ q, atol=1e-5)
+        assert got[1] == got[4] == 0 and np.isclose(got[0], store[3] @ q, atol=1e-5)
+    assert shard.dots([], sparse).shape == (0,)
+
+
 def test_a_loaded_snapshot_serves_searches_and_writes_without_its_key_map():
     """The key -> row dict of a loaded snapshot is built only when something needs it (1.5M
     sections: ~180 ms and ~150 MB); searches, duplicate-check reads, adds and removals do not."""
