@@ -79,9 +79,9 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
         if vector_search is not None:
             _colscan.help_scan()        # share the column scan the worker may be busy with
             vkeys, _ = vector_search()
-            slots = np.array([shard.lex.slot_of.get(int(x), -1) for x in vkeys], np.int64)
+            slots = shard.lex.slots(vkeys)
             ok = slots >= 0
-            ok[ok] &= shard.lex.alive.view[slots[ok]] & (shard.lex.expires.view[slots[ok]] > now)
+            ok[ok] &= shard.lex.expires.view[slots[ok]] > now
             extra = np.setdiff1d(slots[ok], top)
             top = np.concatenate([top, extra])
             keys = shard.lex.keys.view[top]

@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import _lexscore, _lexupdate, _text
-from ._columns import Column
+from ._columns import AscendingKeys, Column
 from ._postings import Postings
 from .config import Settings
 
@@ -69,7 +69,8 @@ class LexicalShard:
         self.created = Column(np.float64)
         self.importance = Column(np.float32)
         self.expires = Column(np.float64, fill=np.inf)
-        self._slot_of: dict[int, int] | None = {}     # key -> slot; None: build from the columns when asked
+        self._slot_of: dict[int, int] | None = None   # key -> live slot, built only if keys stop ascending
+        self._key_order = AscendingKeys()             # (`slots`: a binary search while they ascend)
         self.post = Postings()           # body terms of each node
         self.title_post = Postings()     # heading / speaker terms of each node
         self.doc_post = Postings()       # body terms of each multi-section document
@@ -128,7 +129,7 @@ class LexicalShard:
         for name in cls._POSTINGS:
             setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs"))))
         # the key maps are built at their first use: a recall needs neither (100k: 40 ms of a cold start)
-        shard._slot_of, shard._doc_slot_of, shard._doc_ids = None, None, data["doc_ids"]
+        shard._doc_slot_of, shard._doc_ids = None, data["doc_ids"]
         shard.n_alive, shard.total_len = state["n_alive"], state["total_len"]
         shard.n_docs, shard.total_doc_len = state["n_docs"], state["total_doc_len"]
         shard._thread_last = {k: tuple(v) for k, v in state["thread_last"].items()}
@@ -137,10 +138,22 @@ class LexicalShard:
 
     @property
     def slot_of(self) -> dict[int, int]:
+        """key -> live slot (built at first use: `slots` needs it only once keys stop ascending)."""
         if self._slot_of is None:
             live = np.flatnonzero(self.alive.view)     # dict(zip(...)) of lists: 3x faster than a loop
             self._slot_of = dict(zip(self.keys.view[live].tolist(), live.tolist()))
         return self._slot_of
+
+    def slots(self, keys) -> np.ndarray:
+        """The live slot of each key (int64), -1 for none."""
+        slots = self._key_order.rows(self.keys, keys, lambda: self.slot_of)
+        ok = slots >= 0
+        ok[ok] = self.alive.view[slots[ok]]
+        return np.where(ok, slots, -1)
+
+    def slot(self, key: int) -> int | None:
+        found = int(self.slots([key])[0])
+        return found if found >= 0 else None
 
     @property
     def doc_slot_of(self) -> dict[str, int]:
@@ -162,7 +175,8 @@ class LexicalShard:
     # ----------------------------------------------------------------------------------- writes
     def add(self, rows: list[NodeRow]) -> None:
         """Add the nodes of whole documents, each document's nodes in order."""
-        rows = [r for r in rows if r.key not in self.slot_of]
+        if rows:
+            rows = [r for r, s in zip(rows, self.slots([r.key for r in rows])) if s < 0]
         if not rows:
             return      # (the cached Structure stays: _structure extends it to the new slots)
         base = self.keys.size
@@ -173,7 +187,8 @@ class LexicalShard:
         vocab: dict[str, str] = {}                 # index term -> the first word seen for it
         plain: set[str] = set()                    # words seen that query expansion cannot use
         for slot, r in zip(slots, rows):
-            self.slot_of[r.key] = slot
+            if self._slot_of is not None:
+                self._slot_of[r.key] = slot
             ds = self.doc_slot_of.get(r.document_id)
             if ds is None:
                 ds = self.doc_slot_of[r.document_id] = self.doc_len.size
@@ -251,9 +266,11 @@ class LexicalShard:
         self.total_len += sum(lengths)
 
     def remove(self, key: int) -> bool:
-        slot = self.slot_of.pop(key, None)
-        if slot is None or not self.alive.view[slot]:
+        slot = self.slot(key)
+        if slot is None:
             return False
+        if self._slot_of is not None:
+            del self._slot_of[key]
         self.alive.view[slot] = False
         self.n_alive -= 1
         if self._cache is not None:       # applied to the cached Structure at the next query
@@ -278,7 +295,7 @@ class LexicalShard:
         return True
 
     def set_expiry(self, key: int, expires_at: float | None) -> None:
-        slot = self.slot_of.get(key)
+        slot = self.slot(key)
         if slot is not None:
             self.expires.view[slot] = np.inf if expires_at is None else expires_at
             self._cache = None

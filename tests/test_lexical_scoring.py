@@ -327,3 +327,22 @@ def test_removals_without_queries_are_not_kept_past_the_point_a_rebuild_is_cheap
         assert len(shard._removed) <= 64
     assert shard._cache is None                           # past 64 removals it was dropped
     _same_structure(shard._structure(100.0), _lexscore.build(shard, 100.0))
+
+
+def test_slots_by_binary_search_while_keys_ascend_and_by_dict_after():
+    rng = random.Random(4)
+    shard = LexicalShard(Settings())
+    shard.add(_more_rows(rng, 100, 10.0, 30))
+    keys = shard.keys.view.copy()
+    assert (keys[1:] > keys[:-1]).all()
+    gone = int(keys[5])
+    assert shard.remove(gone) and not shard.remove(gone) and not shard.remove(99_999)
+    shard.set_expiry(int(keys[7]), 500.0)
+    asked = [int(keys[0]), gone, 99_999, int(keys[-1]), int(keys[7]), 1]
+    want = [0, -1, -1, len(keys) - 1, 7, -1]
+    assert shard.slots(asked).tolist() == want and shard.expires.view[7] == 500.0
+    assert shard._slot_of is None                     # no key -> slot dict was needed
+    shard.add([NodeRow(**{**_more_rows(rng, 100, 20.0, 1)[0].__dict__, "key": gone})])   # back, out of order
+    assert shard.slots(asked).tolist() == [0, len(keys), -1, len(keys) - 1, 7, -1]
+    assert shard._slot_of is not None and shard.slot_of[gone] == len(keys)
+    assert shard.remove(int(keys[0])) and shard.slots(asked).tolist()[0] == -1 and int(keys[0]) not in shard.slot_of

@@ -77,11 +77,11 @@ def test_get_finds_rows_by_binary_search_while_keys_ascend_and_by_dict_after_a_t
         shard.remove(k)
     asked = np.array([5, 10, 12, 11, 200, 309, 308, 150, 999])
     expect = np.array([store[k] if k in store and k not in (12, 200, 309) else np.zeros(16) for k in asked])
-    assert np.allclose(shard.get(asked), expect, atol=1e-2) and shard._ascending == (300, True)
+    assert np.allclose(shard.get(asked), expect, atol=1e-2) and (shard._key_order.checked, shard._key_order.ascending) == (300, True)
     shard.set_cold(20, True)           # to the int8 tier: fetched exactly from `store`
     shard.set_cold(20, False)          # back, appended after larger keys: the dict answers from now on
     assert np.allclose(shard.get(asked), expect, atol=1e-2)
-    assert shard._ascending[1] is False
+    assert shard._key_order.ascending is False
     assert np.allclose(shard.get([20, 21]), np.stack([store[20], store[21]]), atol=1e-2)
 
 
