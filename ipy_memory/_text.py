@@ -80,18 +80,30 @@ def _cjk_grams(run: str) -> list[str]:
     return [run[i:i + 2] for i in range(len(run) - 1)]
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased words without stop-words; CJK runs split into character bigrams. Not stemmed."""
-    out: list[str] = []
+def words(text: str) -> tuple[str, ...]:
+    """Lower-cased words without stop-words; CJK runs split into character bigrams. Not stemmed.
+
+    A write tokenises each text twice, for the embedder and for the lexical index: the last few
+    thousand short texts' words are kept, so the second time costs a lookup."""
+    return _recent_words(text) if len(text) <= 2048 else _words(text)
+
+
+def _words(text: str) -> tuple[str, ...]:
     text = text.lower()
-    for tok in (_ASCII_TOKEN if text.isascii() else _cjk_patterns()[0]).findall(text):
+    if text.isascii():          # no CJK token: one filter, no per-token script test
+        return tuple(t for t in _ASCII_TOKEN.findall(text) if t not in STOP_WORDS and (len(t) > 1 or t.isdigit()))
+    out: list[str] = []
+    for tok in _cjk_patterns()[0].findall(text):
         if tok in STOP_WORDS:
             continue
         if is_cjk(tok):
             out.extend(_cjk_grams(tok))
         elif len(tok) > 1 or tok.isdigit():
             out.append(tok)
-    return out
+    return tuple(out)
+
+
+_recent_words = lru_cache(maxsize=4096)(_words)
 
 
 @lru_cache(maxsize=200_000)
@@ -106,11 +118,23 @@ def _expand_negation(match: re.Match) -> str:
     return _NEGATED.get(head.lower(), head) + " not"
 
 
-def surface_terms(text: str) -> list[tuple[str, str]]:
-    """(word, index term) pairs: `words` with their stems, "n't" read as "not"."""
+def surface_words(text: str) -> tuple[str, ...]:
+    """`words`, "n't" read as "not"."""
     if "n't" in text or "n\u2019t" in text:
         text = _NEGATION.sub(_expand_negation, text)
-    return [(w, stem(w)) for w in words(text)]
+    return words(text)
+
+
+def surface_terms(text: str) -> list[tuple[str, str]]:
+    """(word, index term) pairs: `words` with their stems, "n't" read as "not"."""
+    return [(w, stem(w)) for w in surface_words(text)]
+
+
+@lru_cache(maxsize=1 << 19)
+def index_word(word: str) -> tuple[int, bool]:
+    """(term_hash of its stem, whether it is `expandable`) of a word: what indexing a text needs of
+    each word, in one cached lookup."""
+    return term_hash(stem(word)), expandable(word)
 
 
 def terms(text: str) -> list[str]:

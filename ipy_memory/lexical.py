@@ -184,8 +184,7 @@ class LexicalShard:
         lengths, cues, docs, prev, nxt = [], [], [], [], []
         body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
         doc_terms: dict[int, Counter] = {}
-        vocab: dict[str, str] = {}                 # index term -> the first word seen for it
-        plain: set[str] = set()                    # words seen that query expansion cannot use
+        vocab: dict[int, str] = {}                 # term hash -> the first expandable word seen for it
         for slot, r in zip(slots, rows):
             if self._slot_of is not None:
                 self._slot_of[r.key] = slot
@@ -202,15 +201,12 @@ class LexicalShard:
             self.doc_live.view[ds] += 1
             docs.append(ds)
             _, speaker, message = _text.chat_parts(r.body)
-            pairs = _text.surface_terms(r.body)
-            ts = [t for _, t in pairs]
-            for w, t in pairs:
-                if t not in vocab and w not in plain:
-                    if _text.expandable(w):
-                        vocab[t] = w
-                    else:
-                        plain.add(w)
-            tf = {_text.term_hash(t): c for t, c in Counter(ts).items()}
+            ws = _text.surface_words(r.body)
+            hashes = [_text.index_word(w) for w in ws]
+            for w, (h, expandable) in zip(ws, hashes):
+                if expandable and h not in vocab:
+                    vocab[h] = w
+            tf = Counter(h for h, _ in hashes)
             body[0].extend(tf)
             body[1].extend([slot] * len(tf))
             body[2].extend(tf.values())
@@ -220,8 +216,8 @@ class LexicalShard:
             titles[1].extend([slot] * len(named))
             if r.doc_nodes > 1:
                 doc_terms.setdefault(ds, Counter()).update(tf)
-            self.doc_text.view[ds] += bool(ts)
-            lengths.append(len(ts))
+            self.doc_text.view[ds] += bool(ws)
+            lengths.append(len(ws))
             cues.append(_text.answer_cues(message) | _text.question_marks(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
             link = -1
@@ -235,8 +231,8 @@ class LexicalShard:
             prev.append(link)
             nxt.append(-1)
         known = self._vocab
-        for t, w in vocab.items():
-            known.setdefault(_text.term_hash(t), w)
+        for h, w in vocab.items():
+            known.setdefault(h, w)
         self.post.append_many(*body)
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])

@@ -50,6 +50,34 @@ def test_deterministic_within_process_and_batch_independent(emb):
     np.testing.assert_array_equal(emb.embed_query(TEXTS[0]), batch[0])
 
 
+def test_a_full_cache_and_threads_change_no_vector():
+    import threading
+    rng = np.random.default_rng(2)
+    texts = [" ".join(f"w{int(x)}" for x in rng.integers(0, 400, 12)) for _ in range(120)] + TEXTS
+    want = HashEmbedder().embed(texts)
+    tiny = HashEmbedder(cache_size=50)       # cleared between batches, over and over
+    np.testing.assert_array_equal(np.concatenate([tiny.embed(texts[i:i + 7]) for i in range(0, 125, 7)]), want)
+    np.testing.assert_array_equal(tiny.embed(texts), want)           # one batch larger than the cache
+    tiny.embed(["one more batch"])
+    assert len(tiny._cache) == 3 and tiny._used < 60                # the cache was emptied first
+    shared, got, errors = HashEmbedder(cache_size=300), {}, []
+
+    def run(start):
+        try:
+            for i in range(start, start + 125, 5):
+                j = i % 125
+                got[j] = shared.embed([texts[j]])[0]
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 125
+    np.testing.assert_array_equal(np.stack([got[j] for j in range(125)]), want)
+
+
 def test_vectors_are_the_ones_stores_already_hold():
     # "hash-v1" names these exact vectors: stores written by earlier versions keep them, and new ones
     # must equal them bit for bit (digests computed with the first, unvectorised implementation)

@@ -1,14 +1,16 @@
 """The built-in offline embedder: signed feature hashing of words, word bigrams and char n-grams.
 
 Needs numpy only, no network and no model file. Each distinct word's features (the word itself and
-its character 3-5-grams) are hashed once and cached, so a batch costs a dictionary lookup per word
-plus one vectorised bincount: tens of thousands of texts per second on one core.
+its character 3-5-grams) are hashed once and cached in two flat arrays, so a batch costs a
+dictionary lookup per word plus one vectorised bincount: tens of thousands of texts per second on
+one core.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from itertools import chain
 
 import numpy as np
@@ -32,14 +34,21 @@ class HashEmbedder(Embedder):
         self.dim = int(dim)
         self.char_ngrams = tuple(char_ngrams)
         self.name = f"hash-v1-{self.dim}"
-        self._cache: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
-        self._grams: dict[str, int] = {}       # a new word mostly reuses n-grams of words seen before
         self._cache_size = cache_size
+        self._grams: dict[str, int] = {}       # a new word mostly reuses n-grams of words seen before
+        self._lock = threading.Lock()          # a batch's words are looked up and added as one step
+        self._clear()
 
-    def _word(self, word: str) -> tuple[int, np.ndarray, np.ndarray]:
-        hit = self._cache.get(word)
-        if hit is not None:
-            return hit
+    def _clear(self) -> None:
+        # word -> (its 64-bit hash, first feature, feature count): features of every cached word
+        # sit in two flat arrays, so a batch gathers them with one index instead of per-word arrays
+        self._cache: dict[str, tuple[int, int, int]] = {}
+        self._slots = np.zeros(1024, np.int32)         # each feature's dimension
+        self._signs = np.zeros(1024, np.int8)          # ... and its sign
+        self._used = 0
+
+    def _features(self, word: str) -> tuple[int, list[int]]:
+        """The word's hash and its features' hashes: the word itself and its char n-grams."""
         h = _h64("w|" + word)
         feats = [h]
         if not _text.is_cjk(word):
@@ -53,14 +62,33 @@ class HashEmbedder(Embedder):
                     feats.append(v)
             if len(grams) >= self._cache_size:
                 grams.clear()
-        hs = np.array(feats, dtype=np.uint64)
-        slots = (hs % np.uint64(self.dim)).astype(np.int64)
-        signs = np.where(hs >> np.uint64(63), 1.0, -1.0).astype(np.float32)
-        entry = (h, slots, signs)
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()
-        self._cache[word] = entry
-        return entry
+        return h, feats
+
+    def _lookup(self, words: list[str]) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray]:
+        """Each (distinct) word's cache entry, hashing the words not seen before in one numpy pass
+        (a pass per word cost more than the hashing), and the feature arrays the entries index."""
+        with self._lock:
+            if len(self._cache) + len(words) > self._cache_size:
+                self._clear()                        # between batches: a batch's entries stay valid
+            cache, entries, new = self._cache, [], []
+            for w in words:
+                e = cache.get(w)
+                if e is None:
+                    h, feats = self._features(w)
+                    e = cache[w] = (h, self._used + len(new), len(feats))
+                    new.extend(feats)
+                entries.append(e)
+            if new:
+                hs = np.array(new, np.uint64)
+                end = self._used + len(hs)
+                if end > len(self._slots):
+                    cap = max(end, 2 * len(self._slots))
+                    self._slots = np.concatenate([self._slots[:self._used], np.zeros(cap - self._used, np.int32)])
+                    self._signs = np.concatenate([self._signs[:self._used], np.zeros(cap - self._used, np.int8)])
+                self._slots[self._used:end] = hs % np.uint64(self.dim)
+                self._signs[self._used:end] = np.where(hs >> np.uint64(63), 1, -1)
+                self._used = end
+            return entries, self._slots, self._signs
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         n = len(texts)
@@ -70,8 +98,7 @@ class HashEmbedder(Embedder):
         if not flat:
             return out.astype(np.float32).reshape(n, self.dim)
         local = {w: i for i, w in enumerate(dict.fromkeys(flat))}   # word -> id, by first appearance
-        cache = self._cache
-        entries = [cache.get(w) or self._word(w) for w in local]
+        entries, feat_slots, feat_signs = self._lookup(list(local))
         ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
         rows = np.repeat(np.arange(n, dtype=np.int64), np.fromiter(map(len, per_text), np.int64, n))
         # one (text, word) pair per distinct word of a text, in the order the text first uses it: the
@@ -81,14 +108,12 @@ class HashEmbedder(Embedder):
         pairs, counts = pairs[by_first], counts[by_first]
         t_rows, w_idx = pairs // len(entries), pairs % len(entries)
         log_tf = np.array([1.0 + math.log(c) for c in range(1, int(counts.max()) + 1)], np.float32)
-        lens = np.array([len(e[1]) for e in entries], np.int64)
-        starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
-        all_slots = np.concatenate([e[1] for e in entries])
-        all_signs = np.concatenate([e[2] for e in entries])
+        lens = np.fromiter((e[2] for e in entries), np.int64, len(entries))
+        starts = np.fromiter((e[1] for e in entries), np.int64, len(entries))
         reps = lens[w_idx]
         pos = np.repeat(starts[w_idx] - np.concatenate(([0], np.cumsum(reps)[:-1])), reps) + np.arange(reps.sum())
-        vals = all_signs[pos] * np.repeat(log_tf[counts - 1], reps)
-        out += np.bincount(np.repeat(t_rows, reps) * self.dim + all_slots[pos], weights=vals, minlength=n * self.dim)
+        vals = feat_signs[pos] * np.repeat(log_tf[counts - 1], reps)
+        out += np.bincount(np.repeat(t_rows, reps) * self.dim + feat_slots[pos], weights=vals, minlength=n * self.dim)
         # word bigrams: combine the cached 64-bit hashes of consecutive words of the same text
         if len(rows) > 1:
             hw = np.array([e[0] for e in entries], np.uint64)[ids]
