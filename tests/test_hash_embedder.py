@@ -78,6 +78,21 @@ def test_a_full_cache_and_threads_change_no_vector():
     np.testing.assert_array_equal(np.stack([got[j] for j in range(125)]), want)
 
 
+def test_an_interrupted_batch_leaves_no_bad_cache_entry(monkeypatch):
+    emb, calls = HashEmbedder(), []
+    real = emb._features
+
+    def interrupted(word):
+        calls.append(word)
+        if len(calls) == 5:
+            raise KeyboardInterrupt          # a user stopping a long remember_many in a notebook
+        return real(word)
+    monkeypatch.setattr(emb, "_features", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        emb.embed(TEXTS)
+    np.testing.assert_array_equal(emb.embed(TEXTS), HashEmbedder().embed(TEXTS))
+
+
 def test_vectors_are_the_ones_stores_already_hold():
     # "hash-v1" names these exact vectors: stores written by earlier versions keep them, and new ones
     # must equal them bit for bit (digests computed with the first, unvectorised implementation)

@@ -70,15 +70,15 @@ class HashEmbedder(Embedder):
         with self._lock:
             if len(self._cache) + len(words) > self._cache_size:
                 self._clear()                        # between batches: a batch's entries stay valid
-            cache, entries, new = self._cache, [], []
+            cache, entries, new, added = self._cache, [], [], {}
             for w in words:
                 e = cache.get(w)
                 if e is None:
                     h, feats = self._features(w)
-                    e = cache[w] = (h, self._used + len(new), len(feats))
+                    e = added[w] = (h, self._used + len(new), len(feats))
                     new.extend(feats)
                 entries.append(e)
-            if new:
+            if new:     # cached only once their features are stored: an interrupt leaves no bad entry
                 hs = np.array(new, np.uint64)
                 end = self._used + len(hs)
                 if end > len(self._slots):
@@ -88,6 +88,7 @@ class HashEmbedder(Embedder):
                 self._slots[self._used:end] = hs % np.uint64(self.dim)
                 self._signs[self._used:end] = np.where(hs >> np.uint64(63), 1, -1)
                 self._used = end
+                cache.update(added)
             return entries, self._slots, self._signs
 
     def _embed(self, texts: list[str]) -> np.ndarray:
