@@ -12,11 +12,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(PY)
+# setup.py and the C source: a changed kernel is rebuilt (pip install -e builds it in place)
+SOURCES := pyproject.toml setup.py ipy_memory/_speedups.c
+
+$(STAMP): $(SOURCES) | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
+$(VENV)/.installed-test: $(SOURCES) | $(PY)
 	$(PY) -m pip install --quiet -e ".[test,local]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@ $(STAMP)
@@ -38,4 +41,4 @@ locomo: $(STAMP)
 	$(PY) benchmarks/locomo.py ../shared/data/locomo/locomo_dev.json
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from importlib import resources
 
+from . import _kernels
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
 
@@ -130,8 +131,10 @@ def cmd_selftest(args) -> None:
         with MemoryEngine(d, project="selftest") as mem:
             checks.append(("reopen", mem.recall("orion")[0].document_id == a.id))
     ok = all(c[1] for c in checks)
-    _print(args, {"ok": ok, "checks": dict(checks)},
-           "\n".join(f"{'ok  ' if c[1] else 'FAIL'} {c[0]}" for c in checks) + ("\nall ok" if ok else "\nFAILED"))
+    kernels = "compiled" if _kernels.COMPILED else "numpy"      # the optional C extension, or its twins
+    _print(args, {"ok": ok, "checks": dict(checks), "kernels": kernels},
+           "\n".join(f"{'ok  ' if c[1] else 'FAIL'} {c[0]}" for c in checks)
+           + f"\nkernels: {kernels}" + ("\nall ok" if ok else "\nFAILED"))
     if not ok:
         raise SystemExit(1)
 

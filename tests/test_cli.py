@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+from ipy_memory import _kernels
+
 
 def cli(*args, check=True):
     return subprocess.run([sys.executable, "-m", "ipy_memory", *args], capture_output=True, text=True,
@@ -33,4 +35,6 @@ def test_store_recall_list_forget_stats_json(tmp_path):
 
 
 def test_selftest():
-    assert "all ok" in cli("selftest").stdout
+    out = cli("selftest").stdout
+    assert "all ok" in out
+    assert f"kernels: {'compiled' if _kernels.COMPILED else 'numpy'}" in out

@@ -1,13 +1,23 @@
-"""The column scan for sparse queries (`_colscan`): its error bound holds, its top rows are the exact
+"""The column scan for sparse queries (`_colscan`): its per-row bounds hold, its top rows are the exact
 top rows, and a VectorShard answers the same with it as a brute-force float32 search."""
 
 import numpy as np
 import pytest
 
-from ipy_memory import _colscan
+from ipy_memory import _colscan, _kernels
 from ipy_memory.config import Settings
 from ipy_memory.embeddings.hashing import HashEmbedder
 from ipy_memory.vectors import VectorShard
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def kernel(request, monkeypatch):
+    """Every test here runs with the compiled kernel and with its numpy twin."""
+    if request.param == "numpy":
+        monkeypatch.setattr(_kernels, "column_scores", _kernels.column_scores_numpy)
+    elif not _kernels.COMPILED:
+        pytest.skip("the compiled kernels are not built (IPY_MEMORY_PURE_PYTHON)")
+    return request.param
 
 
 def sparse_unit(rng, n, dim=64, nonzero=12, empty=True):
@@ -42,7 +52,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(_colscan, "_CONVERT", 333)
 
 
-def test_scores_stay_within_the_bound_across_blocks_and_appends(small_blocks):
+def test_upper_bounds_hold_across_blocks_and_appends(small_blocks):
     rng = np.random.default_rng(1)
     mat = (sparse_unit(rng, 2600) * rng.uniform(0.2, 1.0, (2600, 1)).astype(np.float32)).astype(np.float16)
     scan = _colscan.ColumnScan(64)
@@ -50,21 +60,27 @@ def test_scores_stay_within_the_bound_across_blocks_and_appends(small_blocks):
         scan.append(mat[lo:hi])
     assert scan.n == 2600 and len(scan.blocks) == 3
     exact = mat.astype(np.float32)
+    scale = np.abs(exact).max(axis=1) / 127
+    alive = np.ones(2600, bool)
+    alive[5::11] = False
     for _ in range(50):
         q = sparse_unit(rng, 1, nonzero=30, empty=False)[0] if _ else np.ones(64, np.float32) / 8
         dims = np.flatnonzero(q)
-        err = np.abs(scan.scores(q, dims) - exact @ q)
-        assert err.max() <= scan.bound(q, dims)
-        assert err.max() < 1e-3                        # and the bound is tight enough to prune with
+        true = exact @ q
+        upper = scan.upper(q, dims)
+        assert np.all(upper >= true)                                         # a bound from above,
+        assert np.all(upper - true <= 2 * scale * scan.slack(q, dims) + 1e-6)   # within twice the slack
+        masked = scan.upper(q, dims, alive)
+        assert np.all(masked[~alive] == -np.inf) and np.array_equal(masked[alive], upper[alive])
 
 
 def test_two_threads_give_the_same_scores(small_blocks, monkeypatch):
     rng = np.random.default_rng(2)
     scan = build(sparse_unit(rng, 4500).astype(np.float16), 64)
     q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
-    one = scan.scores(q, np.flatnonzero(q))
+    one = scan.upper(q, np.flatnonzero(q))
     monkeypatch.setattr(_colscan, "_SPLIT_ROWS", 1)
-    assert np.array_equal(scan.scores(q, np.flatnonzero(q)), one)
+    assert np.array_equal(scan.upper(q, np.flatnonzero(q)), one)
 
 
 def test_top_rows_are_the_exact_top_rows_with_ties():
@@ -251,10 +267,10 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     scan = build(sparse_unit(rng, 6000).astype(np.float16), 64)
     monkeypatch.setattr(_colscan, "_PART", 200)           # 30 parts
     q = sparse_unit(rng, 1, nonzero=20, empty=False)[0]
-    alone = scan.scores(q, np.flatnonzero(q))
+    alone = scan.upper(q, np.flatnonzero(q))
     taken, real_part, helped = [], _colscan._score_part, threading.Event()
     result = []
-    worker = threading.Thread(target=lambda: result.append(scan.scores(q, np.flatnonzero(q))))
+    worker = threading.Thread(target=lambda: result.append(scan.upper(q, np.flatnonzero(q))))
 
     def slow(part, weights):                             # the worker waits until the helper took one
         taken.append(threading.get_ident())
@@ -275,7 +291,7 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
         raise MemoryError("no room")
     monkeypatch.setattr(_colscan, "_score_part", broken)
     with pytest.raises(MemoryError):
-        scan.scores(q, np.flatnonzero(q))
+        scan.upper(q, np.flatnonzero(q))
     assert _colscan._current is None
 
 
