@@ -35,4 +35,43 @@ def column_scores_numpy(cols: np.ndarray, dims: np.ndarray, weights: np.ndarray,
         out[~alive] = -np.inf
 
 
+def bm25_add_numpy(out: np.ndarray, slots: np.ndarray, tf: np.ndarray, norm: np.ndarray | None,
+                   lens: np.ndarray | None, shared: np.ndarray | None, flat: float, coef: float) -> None:
+    """out[slots] += coef * tf / (tf + nm) (float32), nm = flat where `shared`, else norm[lens[slots]]
+    (flat for every posting when `norm` is None). A term's slots are distinct."""
+    nm = norm.take(lens.take(slots)) if norm is not None else flat
+    if shared is not None:
+        nm = np.where(shared, flat, nm)
+    np.add.at(out, slots, np.float32(coef) * tf / (tf + nm))
+
+
+def context_add_numpy(score: np.ndarray, tfc: np.ndarray, around: np.ndarray, slots: np.ndarray, tf: np.ndarray,
+                      dead: np.ndarray, shared: np.ndarray | None, flat: float, cols: tuple, norm: np.ndarray,
+                      weight: float) -> None:
+    """One neighbour distance of a term's context columns: the term's tf in each live posting slot
+    goes to its two neighbours around[slot, cols[0]] and around[slot, cols[1]] (-1: none); then each
+    neighbour t scores weight * v / (v + nm) once, v its summed tf and nm = flat where `shared`, else
+    norm[around[slot, cols[2]]] (cols[3] on the second side), and `tfc` is zero again.
+
+    Node t has slot j as a neighbour at that distance iff t = next[j] or t = prev[j]; both maps are
+    one-to-one, so each side's targets are distinct. A node with the term on both sides is scored
+    with the first side, whose reset leaves the second a tf of 0 (adding 0): no deduplication pass."""
+    tf = tf * ~dead.take(slots)
+    rows = around.take(slots, axis=0)
+    sentinel = len(score) - 1                     # "no neighbour": a slot whose score is dropped
+    targets = [np.where(rows[:, c] < 0, sentinel, rows[:, c]) for c in cols[:2]]
+    for t in targets:
+        np.add.at(tfc, t, tf)
+    for t, c in zip(targets, cols[2:]):
+        v = tfc.take(t)
+        nm = norm.take(rows[:, c])
+        if shared is not None:
+            nm = np.where(shared, flat, nm)
+        np.add.at(score, t, np.float32(weight) * v / (v + nm))
+        tfc[t] = 0
+    tfc[sentinel] = 0
+
+
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
+bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
+context_add = _speedups.context_add if COMPILED else context_add_numpy

@@ -8,7 +8,9 @@ is megabytes, and each array a pass touches at a posting's slots costs a cache m
 So the passes touch only what the postings reach (a term's slots, their neighbours, the sections
 of the documents it matched), per-node values are kept in the Structure (token counts with a norm
 table per count, which nodes can hold a document-wide term), and the neighbours of every hop and
-their context lengths are packed in one row per slot, read with one gather. Nothing here changes a score: `tests/test_lexical_scoring.py`
+their context lengths are packed in one row per slot, read with one gather. The per-posting loops
+(`bm25_add`, `context_add`) are `_kernels`: compiled where the extension is built, with numpy twins
+that give the same scores bit for bit. Nothing here changes a score: `tests/test_lexical_scoring.py`
 compares the result with a direct computation of the formula in `lexical.py`.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _text
+from . import _kernels, _text
 from .config import Settings
 
 
@@ -190,40 +192,25 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
 def bm25(s: Settings, lists: dict, n: int, nrm, size: int) -> np.ndarray:
     """BM25 per slot; `nrm` is (norm per length, length per slot), or one norm for all. Shared terms
     score as if the node had the average length (norm k1)."""
-    k1 = s.bm25_k1
+    k1, flat = s.bm25_k1, _flat(s)
     out = np.zeros(size + 1, np.float32)
+    norm, lens = nrm if isinstance(nrm, tuple) else (None, None)
     for slots, tf, *shared in lists.values():
-        nm = nrm[0].take(nrm[1].take(slots)) if isinstance(nrm, tuple) else nrm
-        if shared and shared[0] is not None:
-            nm = np.where(shared[0], _flat(s), nm)
-        np.add.at(out, slots, (idf(n, len(slots)) * (k1 + 1)) * tf / (tf + nm))
+        _kernels.bm25_add(out, slots, tf, norm, lens, shared[0] if shared else None,
+                          flat if norm is not None else nrm, idf(n, len(slots)) * (k1 + 1))
     return out
 
 
 def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
-    """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides)."""
-    k1, tfc, sides = shard.s.bm25_k1, st.tfc, 2 * len(st.weights)
+    """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides):
+    per distance, `around` holds each slot's two neighbours there and their context lengths. A
+    neighbour is in its node's document, so the node shares its `shared` mark."""
+    sides, flat = 2 * len(st.weights), _flat(shard.s)
     for slots, tf, shared in lists.values():
-        tf = tf * ~st.dead.take(slots)         # forgotten text lends no context
-        scale = idf(shard.n_alive, len(slots)) * (k1 + 1)
-        rows = st.around.take(slots, axis=0)  # one gather for every distance, both sides, their contexts
-        targets, lens = rows[:, :sides].T.astype(np.intp), rows[:, sides:].T
-        targets = _sentinel(targets, len(tfc) - 1)
+        scale = idf(shard.n_alive, len(slots)) * (shard.s.bm25_k1 + 1)
         for i, w in enumerate(st.weights):
-            # node t has slot j as a neighbour at distance d iff t = next_d[j] or t = prev_d[j]; both
-            # maps are one-to-one (bar the sentinel), so each side's targets are distinct. A node with
-            # the term on both sides is scored with the first side, whose reset leaves it a tf of 0
-            # (adding 0) for the second: no deduplication pass is needed. A neighbour is in its
-            # node's document, so the node shares its `shared` mark.
-            for side in (2 * i, 2 * i + 1):
-                np.add.at(tfc, targets[side], tf)
-            for side in (2 * i, 2 * i + 1):
-                t = tfc.take(targets[side])
-                nm = st.ctx_norm[i].take(lens[side])
-                if shared is not None:
-                    nm = np.where(shared, _flat(shard.s), nm)
-                np.add.at(score, targets[side], (w * scale) * t / (t + nm))
-                tfc[targets[side]] = 0
+            _kernels.context_add(score, st.tfc, st.around, slots, tf, st.dead, shared, flat,
+                                 (2 * i, 2 * i + 1, sides + 2 * i, sides + 2 * i + 1), st.ctx_norm[i], w * scale)
 
 
 def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:

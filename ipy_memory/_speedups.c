@@ -160,10 +160,211 @@ release_cols:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------ BM25 */
+
+/* Both loops below read indices out of the index's own arrays; an index out of range means a bug,
+ * and is skipped and reported (IndexError) instead of read: the output is scratch the caller drops. */
+
+PyDoc_STRVAR(bm25_add_doc,
+"bm25_add(out, slots, tf, norm, lens, shared, flat, coef)\n--\n\n"
+"out[slots[k]] += coef * tf[k] / (tf[k] + nm) for each posting k, nm = flat where shared[k], else\n"
+"norm[lens[slots[k]]] (flat for all when norm is None). out, tf, norm: float32; slots, lens: int32;\n"
+"shared: bool or None.");
+
+static PyObject *bm25_add(PyObject *self, PyObject *args)
+{
+    PyObject *out_o, *slots_o, *tf_o, *norm_o, *lens_o, *shared_o;
+    double flat, coef;
+    if (!PyArg_ParseTuple(args, "OOOOOOdd:bm25_add", &out_o, &slots_o, &tf_o, &norm_o, &lens_o, &shared_o, &flat,
+                          &coef))
+        return NULL;
+    Py_buffer out, slots, tf, norm, lens, shared;
+    int have_norm = norm_o != Py_None, have_shared = shared_o != Py_None, ok = 0;
+    Py_ssize_t bad = 0;
+    if (get_buffer(out_o, &out, 1, "f", 1, "out") < 0)
+        return NULL;
+    if (get_buffer(slots_o, &slots, 1, "i", 0, "slots") < 0)
+        goto release_out;
+    if (get_buffer(tf_o, &tf, 1, "f", 0, "tf") < 0)
+        goto release_slots;
+    if (have_norm && get_buffer(norm_o, &norm, 1, "f", 0, "norm") < 0)
+        goto release_tf;
+    if (have_norm && get_buffer(lens_o, &lens, 1, "i", 0, "lens") < 0)
+        goto release_norm;
+    if (have_shared && get_buffer(shared_o, &shared, 1, "?", 0, "shared") < 0)
+        goto release_lens;
+    Py_ssize_t n = slots.shape[0];
+    if (tf.shape[0] != n || (have_shared && shared.shape[0] != n)) {
+        PyErr_SetString(PyExc_ValueError, "bm25_add: slots, tf and shared differ in length");
+        goto release_shared;
+    }
+    {
+        float *o = (float *)out.buf;
+        const int32_t *s = (const int32_t *)slots.buf, *len = have_norm ? (const int32_t *)lens.buf : NULL;
+        const float *t = (const float *)tf.buf, *nrm = have_norm ? (const float *)norm.buf : NULL;
+        const uint8_t *sh = have_shared ? (const uint8_t *)shared.buf : NULL;
+        const Py_ssize_t size = out.shape[0], nlens = have_norm ? lens.shape[0] : 0, nnorm = have_norm ? norm.shape[0] : 0;
+        const float c = (float)coef, fl = (float)flat;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++) {
+            const int32_t x = s[k];
+            if (x < 0 || x >= size || (nrm && (x >= nlens || len[x] < 0 || len[x] >= nnorm))) {
+                bad++;
+                continue;
+            }
+            const float nm = (sh && sh[k]) || !nrm ? fl : nrm[len[x]];
+            o[x] += c * t[k] / (t[k] + nm);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    if (bad)
+        PyErr_Format(PyExc_IndexError, "bm25_add: %zd postings index past the arrays", bad);
+    else
+        ok = 1;
+release_shared:
+    if (have_shared)
+        PyBuffer_Release(&shared);
+release_lens:
+    if (have_norm)
+        PyBuffer_Release(&lens);
+release_norm:
+    if (have_norm)
+        PyBuffer_Release(&norm);
+release_tf:
+    PyBuffer_Release(&tf);
+release_slots:
+    PyBuffer_Release(&slots);
+release_out:
+    PyBuffer_Release(&out);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(context_add_doc,
+"context_add(score, tfc, around, slots, tf, dead, shared, flat, cols, norm, weight)\n--\n\n"
+"One neighbour distance of a term's context columns (_lexscore.context_columns): the term's tf in\n"
+"each posting's live slot goes to the two neighbours around[slot, cols[0]] and around[slot, cols[1]]\n"
+"(-1: none); then each neighbour t scores weight * v / (v + nm) once, v its summed tf, nm = flat where\n"
+"shared, else norm[around[slot, cols[2 or 3]]] (the context length on that side), and tfc is zeroed\n"
+"again. score, tfc, tf, norm: float32; around: (rows, width) int32; slots: int32; dead, shared: bool.");
+
+static PyObject *context_add(PyObject *self, PyObject *args)
+{
+    PyObject *score_o, *tfc_o, *around_o, *slots_o, *tf_o, *dead_o, *shared_o, *norm_o;
+    double flat, weight;
+    Py_ssize_t ca, cb, la, lb;
+    if (!PyArg_ParseTuple(args, "OOOOOOOd(nnnn)Od:context_add", &score_o, &tfc_o, &around_o, &slots_o, &tf_o,
+                          &dead_o, &shared_o, &flat, &ca, &cb, &la, &lb, &norm_o, &weight))
+        return NULL;
+    Py_buffer score, tfc, around, slots, tf, dead, shared, norm;
+    int have_shared = shared_o != Py_None, ok = 0;
+    Py_ssize_t bad = 0;
+    if (get_buffer(score_o, &score, 1, "f", 1, "score") < 0)
+        return NULL;
+    if (get_buffer(tfc_o, &tfc, 1, "f", 1, "tfc") < 0)
+        goto release_score;
+    if (get_buffer(around_o, &around, 2, "i", 0, "around") < 0)
+        goto release_tfc;
+    if (get_buffer(slots_o, &slots, 1, "i", 0, "slots") < 0)
+        goto release_around;
+    if (get_buffer(tf_o, &tf, 1, "f", 0, "tf") < 0)
+        goto release_slots;
+    if (get_buffer(dead_o, &dead, 1, "?", 0, "dead") < 0)
+        goto release_tf;
+    if (have_shared && get_buffer(shared_o, &shared, 1, "?", 0, "shared") < 0)
+        goto release_dead;
+    if (get_buffer(norm_o, &norm, 1, "f", 0, "norm") < 0)
+        goto release_shared;
+    const Py_ssize_t n = slots.shape[0], width = around.shape[1];
+    if (tf.shape[0] != n || (have_shared && shared.shape[0] != n) || tfc.shape[0] < score.shape[0]
+        || ca < 0 || cb < 0 || la < 0 || lb < 0 || ca >= width || cb >= width || la >= width || lb >= width
+        || around.strides[0] != width * 4) {
+        PyErr_SetString(PyExc_ValueError, "context_add: mismatched lengths or columns");
+        goto release_norm;
+    }
+    {
+        float *sc = (float *)score.buf, *acc = (float *)tfc.buf;
+        const int32_t *ar = (const int32_t *)around.buf, *s = (const int32_t *)slots.buf;
+        const float *t = (const float *)tf.buf, *nrm = (const float *)norm.buf;
+        const uint8_t *dd = (const uint8_t *)dead.buf, *sh = have_shared ? (const uint8_t *)shared.buf : NULL;
+        const Py_ssize_t size = score.shape[0], rows = around.shape[0] < dead.shape[0] ? around.shape[0] : dead.shape[0];
+        const Py_ssize_t nnorm = norm.shape[0];
+        const float w = (float)weight, fl = (float)flat;
+        const Py_ssize_t cols[2] = {ca, cb}, lcols[2] = {la, lb};
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t k = 0; k < n; k++) {          /* each side's neighbours get the posting's tf */
+            const int32_t x = s[k];
+            if (x < 0 || x >= rows) {
+                bad++;
+                continue;
+            }
+            if (dd[x])
+                continue;                              /* forgotten text lends no context */
+            for (int side = 0; side < 2; side++) {
+                const int32_t y = ar[x * width + cols[side]];
+                if (y >= size)
+                    bad++;
+                else if (y >= 0)
+                    acc[y] += t[k];
+            }
+        }
+        for (int side = 0; side < 2; side++)           /* then each neighbour scores its sum once */
+            for (Py_ssize_t k = 0; k < n; k++) {
+                const int32_t x = s[k];
+                if (x < 0 || x >= rows)
+                    continue;
+                const int32_t y = ar[x * width + cols[side]];
+                if (y < 0 || y >= size || acc[y] == 0)
+                    continue;
+                const int32_t len = ar[x * width + lcols[side]];
+                float nm;
+                if (sh && sh[k])
+                    nm = fl;
+                else if (len < 0 || len >= nnorm) {
+                    bad++;
+                    acc[y] = 0;
+                    continue;
+                } else
+                    nm = nrm[len];
+                const float v = acc[y];
+                sc[y] += w * v / (v + nm);
+                acc[y] = 0;
+            }
+        Py_END_ALLOW_THREADS
+    }
+    if (bad)
+        PyErr_Format(PyExc_IndexError, "context_add: %zd postings index past the arrays", bad);
+    else
+        ok = 1;
+release_norm:
+    PyBuffer_Release(&norm);
+release_shared:
+    if (have_shared)
+        PyBuffer_Release(&shared);
+release_dead:
+    PyBuffer_Release(&dead);
+release_tf:
+    PyBuffer_Release(&tf);
+release_slots:
+    PyBuffer_Release(&slots);
+release_around:
+    PyBuffer_Release(&around);
+release_tfc:
+    PyBuffer_Release(&tfc);
+release_score:
+    PyBuffer_Release(&score);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
     {"column_scores", column_scores, METH_VARARGS, column_scores_doc},
+    {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
+    {"context_add", context_add, METH_VARARGS, context_add_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -123,3 +123,79 @@ def test_column_scores_release_the_gil():
         done.set()
         t.join()
     assert np.all(out == 64) and advanced > 0
+
+
+def _postings(rng, size, n, with_shared):
+    slots = np.sort(rng.choice(size, min(n, size), replace=False)).astype(np.int32)
+    tf = rng.integers(1, 4, len(slots)).astype(np.float32)
+    shared = rng.random(len(slots)) < 0.3 if with_shared else None
+    return slots, tf, shared
+
+
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 3000), n=st.integers(0, 400),
+       mode=st.sampled_from(["norm", "norm+shared", "flat"]))
+def test_bm25_add_matches_the_numpy_twin_bit_for_bit(seed, size, n, mode):
+    rng = np.random.default_rng(seed)
+    slots, tf, shared = _postings(rng, size, n, mode == "norm+shared")
+    norm = rng.uniform(0.3, 3, 60).astype(np.float32)
+    lens = rng.integers(0, 60, size).astype(np.int32)
+    if mode == "flat":
+        norm = lens = None
+    base = rng.random(size + 1).astype(np.float32)
+    got, want = base.copy(), base.copy()
+    _kernels._speedups.bm25_add(got, slots, tf, norm, lens, shared, 1.2, 2.7)
+    _kernels.bm25_add_numpy(want, slots, tf, norm, lens, shared, 1.2, 2.7)
+    assert np.array_equal(got, want)
+
+
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(2, 3000), n=st.integers(0, 400), with_shared=st.booleans())
+def test_context_add_matches_the_numpy_twin_bit_for_bit(seed, size, n, with_shared):
+    rng = np.random.default_rng(seed)
+    slots, tf, shared = _postings(rng, size, n, with_shared)
+    # neighbours one-to-one like prev/next links: a random permutation's predecessor and successor
+    order = rng.permutation(size)
+    prev, nxt = np.full(size + 1, -1, np.int32), np.full(size + 1, -1, np.int32)
+    cut = rng.random(size) < 0.2                      # some nodes start a new thread: no neighbour
+    for a, b, c in zip(order[:-1], order[1:], cut[1:]):
+        if not c:
+            nxt[a], prev[b] = b, a
+    around = np.stack([prev, nxt, rng.integers(0, 50, size + 1), rng.integers(0, 50, size + 1)], 1).astype(np.int32)
+    dead = np.append(rng.random(size) < 0.1, False)
+    norm = rng.uniform(0.3, 3, 50).astype(np.float32)
+    base = rng.random(size + 1).astype(np.float32)
+    got, want = base.copy(), base.copy()
+    tfc_got, tfc_want = np.zeros(size + 1, np.float32), np.zeros(size + 1, np.float32)
+    args = (around, slots, tf, dead, shared, 1.2, (0, 1, 2, 3), norm, 0.8)
+    _kernels._speedups.context_add(got, tfc_got, *args)
+    _kernels.context_add_numpy(want, tfc_want, *args)
+    assert np.array_equal(got[:size], want[:size])            # the last slot is the sentinel's
+    assert not tfc_got.any() and not tfc_want.any()          # the scratch is zero again
+
+
+@compiled
+def test_lexical_kernels_refuse_indices_past_the_arrays():
+    out, tf = np.zeros(10, np.float32), np.ones(3, np.float32)
+    norm, lens = np.ones(5, np.float32), np.zeros(10, np.int32)
+    with pytest.raises(IndexError):
+        _kernels._speedups.bm25_add(out, np.array([1, 2, 10], np.int32), tf, norm, lens, None, 1.0, 1.0)
+    with pytest.raises(IndexError):                           # a length past the norm table
+        _kernels._speedups.bm25_add(out, np.array([1, 2, 3], np.int32), tf, norm, lens + 5, None, 1.0, 1.0)
+    with pytest.raises(ValueError):
+        _kernels._speedups.bm25_add(out, np.array([1, 2], np.int32), tf, norm, lens, None, 1.0, 1.0)
+    with pytest.raises(TypeError):
+        _kernels._speedups.bm25_add(out, np.array([1, 2, 3], np.int64), tf, norm, lens, None, 1.0, 1.0)
+    around = np.zeros((10, 4), np.int32)
+    around[3, 0] = 99                                         # a neighbour past the scores
+    ctx = (out, np.zeros(10, np.float32), around)
+    rest = (np.zeros(10, bool), None, 1.0, (0, 1, 2, 3), norm, 1.0)
+    with pytest.raises(IndexError):
+        _kernels._speedups.context_add(*ctx, np.array([1, 2, 3], np.int32), tf, *rest)
+    with pytest.raises(IndexError):
+        _kernels._speedups.context_add(*ctx, np.array([1, 2, 11], np.int32), tf, *rest)
+    with pytest.raises(ValueError):                           # a column past the rows' width
+        _kernels._speedups.context_add(*ctx, np.array([1, 2, 4], np.int32), tf, np.zeros(10, bool), None, 1.0,
+                                       (0, 1, 2, 4), norm, 1.0)
