@@ -24,30 +24,72 @@
 
 #define CHUNK 8192 /* rows scored at a time: their float32 sums (32 kB) stay in L1 */
 
-/* ------------------------------------------------------------------------------ buffers */
+/* ------------------------------------------------------------------------------ arguments */
 
-/* Acquire `obj` as a buffer of `ndim` dimensions whose format is one of `formats` (struct codes)
- * and whose last axis is contiguous. Returns 0, or -1 with TypeError / ValueError set. */
-static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, const char *formats, int writable, const char *name)
+/* A kernel's array arguments: each described by a Spec, acquired through the buffer protocol by
+ * take_all, and all released by release whatever happened in between. */
+typedef struct {
+    Py_buffer view;
+    int held;
+} Arg;
+
+typedef struct {
+    const char *name;
+    int ndim;
+    const char *formats; /* the struct codes accepted */
+    int flags;
+} Spec;
+
+#define NONE_OK 1 /* None is accepted (the argument is then not held: DATA gives NULL) */
+#define WRITABLE 2
+
+#define DATA(arg, type) ((arg).held ? (type *)(arg).view.buf : NULL)
+#define LEN(arg) ((arg).held ? (arg).view.shape[0] : 0)
+
+/* Acquire `obj` as `spec` says, its last axis contiguous. Returns 0, or -1 with TypeError /
+ * ValueError set. */
+static int take(Arg *arg, PyObject *obj, const Spec *spec)
 {
-    int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
+    if (obj == Py_None && (spec->flags & NONE_OK))
+        return 0;
+    Py_buffer *view = &arg->view;
+    if (PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT | (spec->flags & WRITABLE ? PyBUF_WRITABLE : 0)) < 0)
         return -1;
+    arg->held = 1;
     const char *fmt = view->format ? view->format : "B";
     if (*fmt == '=' || *fmt == '<' || *fmt == '@')
         fmt++;
-    if (view->ndim != ndim || strlen(fmt) != 1 || !strchr(formats, *fmt)) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a %d-d array of format '%s', got %d-d '%s'", name, ndim,
-                     formats, view->ndim, view->format ? view->format : "B");
-        PyBuffer_Release(view);
+    if (view->ndim != spec->ndim || strlen(fmt) != 1 || !strchr(spec->formats, *fmt)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a %d-d array of format '%s', got %d-d '%s'", spec->name,
+                     spec->ndim, spec->formats, view->ndim, view->format ? view->format : "B");
         return -1;
     }
-    if (view->strides[ndim - 1] != view->itemsize || (ndim == 2 && view->strides[0] % view->itemsize)) {
-        PyErr_Format(PyExc_ValueError, "%s: its last axis must be contiguous", name);
-        PyBuffer_Release(view);
+    if (view->strides[view->ndim - 1] != view->itemsize || (view->ndim == 2 && view->strides[0] % view->itemsize)) {
+        PyErr_Format(PyExc_ValueError, "%s: its last axis must be contiguous", spec->name);
         return -1;
     }
     return 0;
+}
+
+static int take_all(Arg *args, PyObject *const *objs, const Spec *specs, int n)
+{
+    for (int i = 0; i < n; i++)
+        args[i].held = 0;
+    for (int i = 0; i < n; i++)
+        if (take(&args[i], objs[i], &specs[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* Release every held argument; return None when `ok`, else NULL (the error is set). */
+static PyObject *release(Arg *args, int n, int ok)
+{
+    for (int i = 0; i < n; i++)
+        if (args[i].held)
+            PyBuffer_Release(&args[i].view);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------------------ column scores */
@@ -103,61 +145,35 @@ PyDoc_STRVAR(column_scores_doc,
 
 static PyObject *column_scores(PyObject *self, PyObject *args)
 {
-    PyObject *cols_o, *dims_o, *w_o, *scale_o, *alive_o, *out_o;
+    enum { COLS, DIMS, W, SCALE, ALIVE, OUT, N };
+    static const Spec specs[N] = {{"cols", 2, "b", 0}, {"dims", 1, "lq", 0}, {"weights", 1, "f", 0},
+                                  {"scale", 1, "f", 0}, {"alive", 1, "?B", NONE_OK}, {"out", 1, "f", WRITABLE}};
+    PyObject *o[N];
+    Arg a[N];
     float slack;
-    if (!PyArg_ParseTuple(args, "OOOOOfO:column_scores", &cols_o, &dims_o, &w_o, &scale_o, &alive_o, &slack, &out_o))
+    if (!PyArg_ParseTuple(args, "OOOOOfO:column_scores", &o[COLS], &o[DIMS], &o[W], &o[SCALE], &o[ALIVE], &slack,
+                          &o[OUT]))
         return NULL;
-    Py_buffer cols, dims, w, scale, alive, out;
-    int have_alive = alive_o != Py_None, ok = 0;
-    if (get_buffer(cols_o, &cols, 2, "b", 0, "cols") < 0)
-        return NULL;
-    if (get_buffer(dims_o, &dims, 1, "lq", 0, "dims") < 0)
-        goto release_cols;
-    if (get_buffer(w_o, &w, 1, "f", 0, "weights") < 0)
-        goto release_dims;
-    if (get_buffer(scale_o, &scale, 1, "f", 0, "scale") < 0)
-        goto release_w;
-    if (have_alive && get_buffer(alive_o, &alive, 1, "?B", 0, "alive") < 0)
-        goto release_scale;
-    if (get_buffer(out_o, &out, 1, "f", 1, "out") < 0)
-        goto release_alive;
-
-    Py_ssize_t n = out.shape[0], nd = dims.shape[0], dim = cols.shape[0];
-    if (dims.itemsize != 8 || w.shape[0] != nd || scale.shape[0] != n || (have_alive && alive.shape[0] != n)
-        || cols.shape[1] < n) {
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[OUT]), nd = LEN(a[DIMS]), dim = a[COLS].view.shape[0];
+    if (a[DIMS].view.itemsize != 8 || LEN(a[W]) != nd || LEN(a[SCALE]) != n || (a[ALIVE].held && LEN(a[ALIVE]) != n)
+        || a[COLS].view.shape[1] < n) {
         PyErr_SetString(PyExc_ValueError, "column_scores: mismatched lengths (weights = dims, scale = alive = out <= "
                                           "columns' rows)");
-        goto release_out;
+        return release(a, N, 0);
     }
-    const int64_t *d = (const int64_t *)dims.buf;
+    const int64_t *d = DATA(a[DIMS], const int64_t);
     for (Py_ssize_t i = 0; i < nd; i++)
         if (d[i] < 0 || d[i] >= dim) {
             PyErr_Format(PyExc_IndexError, "column_scores: dimension %lld is not in [0, %zd)", (long long)d[i], dim);
-            goto release_out;
+            return release(a, N, 0);
         }
-    const uint8_t *a = have_alive ? (const uint8_t *)alive.buf : NULL;
     Py_BEGIN_ALLOW_THREADS
-    column_scores_i8((const int8_t *)cols.buf, cols.strides[0], n, d, (const float *)w.buf, nd,
-                     (const float *)scale.buf, a, slack, (float *)out.buf);
+    column_scores_i8(DATA(a[COLS], const int8_t), a[COLS].view.strides[0], n, d, DATA(a[W], const float), nd,
+                     DATA(a[SCALE], const float), DATA(a[ALIVE], const uint8_t), slack, DATA(a[OUT], float));
     Py_END_ALLOW_THREADS
-    ok = 1;
-
-release_out:
-    PyBuffer_Release(&out);
-release_alive:
-    if (have_alive)
-        PyBuffer_Release(&alive);
-release_scale:
-    PyBuffer_Release(&scale);
-release_w:
-    PyBuffer_Release(&w);
-release_dims:
-    PyBuffer_Release(&dims);
-release_cols:
-    PyBuffer_Release(&cols);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return release(a, N, 1);
 }
 
 /* ------------------------------------------------------------------------------ BM25 */
@@ -173,72 +189,42 @@ PyDoc_STRVAR(bm25_add_doc,
 
 static PyObject *bm25_add(PyObject *self, PyObject *args)
 {
-    PyObject *out_o, *slots_o, *tf_o, *norm_o, *lens_o, *shared_o;
+    enum { OUT, SLOTS, TF, NORM, LENS, SHARED, N };
+    static const Spec specs[N] = {{"out", 1, "f", WRITABLE}, {"slots", 1, "i", 0}, {"tf", 1, "f", 0},
+                                  {"norm", 1, "f", NONE_OK}, {"lens", 1, "i", NONE_OK}, {"shared", 1, "?", NONE_OK}};
+    PyObject *o[N];
+    Arg a[N];
     double flat, coef;
-    if (!PyArg_ParseTuple(args, "OOOOOOdd:bm25_add", &out_o, &slots_o, &tf_o, &norm_o, &lens_o, &shared_o, &flat,
-                          &coef))
+    if (!PyArg_ParseTuple(args, "OOOOOOdd:bm25_add", &o[OUT], &o[SLOTS], &o[TF], &o[NORM], &o[LENS], &o[SHARED],
+                          &flat, &coef))
         return NULL;
-    Py_buffer out, slots, tf, norm, lens, shared;
-    int have_norm = norm_o != Py_None, have_shared = shared_o != Py_None, ok = 0;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SLOTS]), size = LEN(a[OUT]), nlens = LEN(a[LENS]), nnorm = LEN(a[NORM]);
+    if (LEN(a[TF]) != n || (a[SHARED].held && LEN(a[SHARED]) != n) || a[NORM].held != a[LENS].held) {
+        PyErr_SetString(PyExc_ValueError, "bm25_add: slots, tf and shared differ in length, or norm comes without lens");
+        return release(a, N, 0);
+    }
+    float *out = DATA(a[OUT], float);
+    const int32_t *slots = DATA(a[SLOTS], const int32_t), *lens = DATA(a[LENS], const int32_t);
+    const float *tf = DATA(a[TF], const float), *norm = DATA(a[NORM], const float);
+    const uint8_t *shared = DATA(a[SHARED], const uint8_t);
+    const float c = (float)coef, fl = (float)flat;
     Py_ssize_t bad = 0;
-    if (get_buffer(out_o, &out, 1, "f", 1, "out") < 0)
-        return NULL;
-    if (get_buffer(slots_o, &slots, 1, "i", 0, "slots") < 0)
-        goto release_out;
-    if (get_buffer(tf_o, &tf, 1, "f", 0, "tf") < 0)
-        goto release_slots;
-    if (have_norm && get_buffer(norm_o, &norm, 1, "f", 0, "norm") < 0)
-        goto release_tf;
-    if (have_norm && get_buffer(lens_o, &lens, 1, "i", 0, "lens") < 0)
-        goto release_norm;
-    if (have_shared && get_buffer(shared_o, &shared, 1, "?", 0, "shared") < 0)
-        goto release_lens;
-    Py_ssize_t n = slots.shape[0];
-    if (tf.shape[0] != n || (have_shared && shared.shape[0] != n)) {
-        PyErr_SetString(PyExc_ValueError, "bm25_add: slots, tf and shared differ in length");
-        goto release_shared;
-    }
-    {
-        float *o = (float *)out.buf;
-        const int32_t *s = (const int32_t *)slots.buf, *len = have_norm ? (const int32_t *)lens.buf : NULL;
-        const float *t = (const float *)tf.buf, *nrm = have_norm ? (const float *)norm.buf : NULL;
-        const uint8_t *sh = have_shared ? (const uint8_t *)shared.buf : NULL;
-        const Py_ssize_t size = out.shape[0], nlens = have_norm ? lens.shape[0] : 0, nnorm = have_norm ? norm.shape[0] : 0;
-        const float c = (float)coef, fl = (float)flat;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++) {
-            const int32_t x = s[k];
-            if (x < 0 || x >= size || (nrm && (x >= nlens || len[x] < 0 || len[x] >= nnorm))) {
-                bad++;
-                continue;
-            }
-            const float nm = (sh && sh[k]) || !nrm ? fl : nrm[len[x]];
-            o[x] += c * t[k] / (t[k] + nm);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        const int32_t x = slots[k];
+        if (x < 0 || x >= size || (norm && (x >= nlens || lens[x] < 0 || lens[x] >= nnorm))) {
+            bad++;
+            continue;
         }
-        Py_END_ALLOW_THREADS
+        const float nm = (shared && shared[k]) || !norm ? fl : norm[lens[x]];
+        out[x] += c * tf[k] / (tf[k] + nm);
     }
+    Py_END_ALLOW_THREADS
     if (bad)
         PyErr_Format(PyExc_IndexError, "bm25_add: %zd postings index past the arrays", bad);
-    else
-        ok = 1;
-release_shared:
-    if (have_shared)
-        PyBuffer_Release(&shared);
-release_lens:
-    if (have_norm)
-        PyBuffer_Release(&lens);
-release_norm:
-    if (have_norm)
-        PyBuffer_Release(&norm);
-release_tf:
-    PyBuffer_Release(&tf);
-release_slots:
-    PyBuffer_Release(&slots);
-release_out:
-    PyBuffer_Release(&out);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return release(a, N, !bad);
 }
 
 PyDoc_STRVAR(context_add_doc,
@@ -251,112 +237,73 @@ PyDoc_STRVAR(context_add_doc,
 
 static PyObject *context_add(PyObject *self, PyObject *args)
 {
-    PyObject *score_o, *tfc_o, *around_o, *slots_o, *tf_o, *dead_o, *shared_o, *norm_o;
+    enum { SCORE, TFC, AROUND, SLOTS, TF, DEAD, SHARED, NORM, N };
+    static const Spec specs[N] = {{"score", 1, "f", WRITABLE}, {"tfc", 1, "f", WRITABLE}, {"around", 2, "i", 0},
+                                  {"slots", 1, "i", 0}, {"tf", 1, "f", 0}, {"dead", 1, "?", 0},
+                                  {"shared", 1, "?", NONE_OK}, {"norm", 1, "f", 0}};
+    PyObject *o[N];
+    Arg a[N];
     double flat, weight;
-    Py_ssize_t ca, cb, la, lb;
-    if (!PyArg_ParseTuple(args, "OOOOOOOd(nnnn)Od:context_add", &score_o, &tfc_o, &around_o, &slots_o, &tf_o,
-                          &dead_o, &shared_o, &flat, &ca, &cb, &la, &lb, &norm_o, &weight))
+    Py_ssize_t cols[2], lcols[2];
+    if (!PyArg_ParseTuple(args, "OOOOOOOd(nnnn)Od:context_add", &o[SCORE], &o[TFC], &o[AROUND], &o[SLOTS], &o[TF],
+                          &o[DEAD], &o[SHARED], &flat, &cols[0], &cols[1], &lcols[0], &lcols[1], &o[NORM], &weight))
         return NULL;
-    Py_buffer score, tfc, around, slots, tf, dead, shared, norm;
-    int have_shared = shared_o != Py_None, ok = 0;
-    Py_ssize_t bad = 0;
-    if (get_buffer(score_o, &score, 1, "f", 1, "score") < 0)
-        return NULL;
-    if (get_buffer(tfc_o, &tfc, 1, "f", 1, "tfc") < 0)
-        goto release_score;
-    if (get_buffer(around_o, &around, 2, "i", 0, "around") < 0)
-        goto release_tfc;
-    if (get_buffer(slots_o, &slots, 1, "i", 0, "slots") < 0)
-        goto release_around;
-    if (get_buffer(tf_o, &tf, 1, "f", 0, "tf") < 0)
-        goto release_slots;
-    if (get_buffer(dead_o, &dead, 1, "?", 0, "dead") < 0)
-        goto release_tf;
-    if (have_shared && get_buffer(shared_o, &shared, 1, "?", 0, "shared") < 0)
-        goto release_dead;
-    if (get_buffer(norm_o, &norm, 1, "f", 0, "norm") < 0)
-        goto release_shared;
-    const Py_ssize_t n = slots.shape[0], width = around.shape[1];
-    if (tf.shape[0] != n || (have_shared && shared.shape[0] != n) || tfc.shape[0] < score.shape[0]
-        || ca < 0 || cb < 0 || la < 0 || lb < 0 || ca >= width || cb >= width || la >= width || lb >= width
-        || around.strides[0] != width * 4) {
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SLOTS]), size = LEN(a[SCORE]), width = a[AROUND].view.shape[1];
+    const Py_ssize_t rows = LEN(a[AROUND]) < LEN(a[DEAD]) ? LEN(a[AROUND]) : LEN(a[DEAD]), nnorm = LEN(a[NORM]);
+    int cols_ok = 1;
+    for (int i = 0; i < 2; i++)
+        cols_ok &= cols[i] >= 0 && cols[i] < width && lcols[i] >= 0 && lcols[i] < width;
+    if (LEN(a[TF]) != n || (a[SHARED].held && LEN(a[SHARED]) != n) || LEN(a[TFC]) < size || !cols_ok
+        || a[AROUND].view.strides[0] != width * 4) {
         PyErr_SetString(PyExc_ValueError, "context_add: mismatched lengths or columns");
-        goto release_norm;
+        return release(a, N, 0);
     }
-    {
-        float *sc = (float *)score.buf, *acc = (float *)tfc.buf;
-        const int32_t *ar = (const int32_t *)around.buf, *s = (const int32_t *)slots.buf;
-        const float *t = (const float *)tf.buf, *nrm = (const float *)norm.buf;
-        const uint8_t *dd = (const uint8_t *)dead.buf, *sh = have_shared ? (const uint8_t *)shared.buf : NULL;
-        const Py_ssize_t size = score.shape[0], rows = around.shape[0] < dead.shape[0] ? around.shape[0] : dead.shape[0];
-        const Py_ssize_t nnorm = norm.shape[0];
-        const float w = (float)weight, fl = (float)flat;
-        const Py_ssize_t cols[2] = {ca, cb}, lcols[2] = {la, lb};
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t k = 0; k < n; k++) {          /* each side's neighbours get the posting's tf */
-            const int32_t x = s[k];
-            if (x < 0 || x >= rows) {
+    float *score = DATA(a[SCORE], float), *acc = DATA(a[TFC], float);
+    const int32_t *around = DATA(a[AROUND], const int32_t), *slots = DATA(a[SLOTS], const int32_t);
+    const float *tf = DATA(a[TF], const float), *norm = DATA(a[NORM], const float);
+    const uint8_t *dead = DATA(a[DEAD], const uint8_t), *shared = DATA(a[SHARED], const uint8_t);
+    const float w = (float)weight, fl = (float)flat;
+    Py_ssize_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {          /* each side's neighbour gets the posting's tf */
+        const int32_t x = slots[k];
+        if (x < 0 || x >= rows) {
+            bad++;
+            continue;
+        }
+        if (dead[x])
+            continue;                              /* forgotten text lends no context */
+        for (int side = 0; side < 2; side++) {
+            const int32_t y = around[x * width + cols[side]];
+            if (y >= size)
+                bad++;
+            else if (y >= 0)
+                acc[y] += tf[k];
+        }
+    }
+    for (int side = 0; side < 2; side++)           /* then each neighbour scores its sum once */
+        for (Py_ssize_t k = 0; k < n; k++) {
+            const int32_t x = slots[k];
+            if (x < 0 || x >= rows)
+                continue;
+            const int32_t y = around[x * width + cols[side]];
+            if (y < 0 || y >= size || acc[y] == 0)
+                continue;
+            const int32_t len = around[x * width + lcols[side]];
+            const float v = acc[y];
+            acc[y] = 0;
+            if (!(shared && shared[k]) && (len < 0 || len >= nnorm)) {
                 bad++;
                 continue;
             }
-            if (dd[x])
-                continue;                              /* forgotten text lends no context */
-            for (int side = 0; side < 2; side++) {
-                const int32_t y = ar[x * width + cols[side]];
-                if (y >= size)
-                    bad++;
-                else if (y >= 0)
-                    acc[y] += t[k];
-            }
+            score[y] += w * v / (v + (shared && shared[k] ? fl : norm[len]));
         }
-        for (int side = 0; side < 2; side++)           /* then each neighbour scores its sum once */
-            for (Py_ssize_t k = 0; k < n; k++) {
-                const int32_t x = s[k];
-                if (x < 0 || x >= rows)
-                    continue;
-                const int32_t y = ar[x * width + cols[side]];
-                if (y < 0 || y >= size || acc[y] == 0)
-                    continue;
-                const int32_t len = ar[x * width + lcols[side]];
-                float nm;
-                if (sh && sh[k])
-                    nm = fl;
-                else if (len < 0 || len >= nnorm) {
-                    bad++;
-                    acc[y] = 0;
-                    continue;
-                } else
-                    nm = nrm[len];
-                const float v = acc[y];
-                sc[y] += w * v / (v + nm);
-                acc[y] = 0;
-            }
-        Py_END_ALLOW_THREADS
-    }
+    Py_END_ALLOW_THREADS
     if (bad)
         PyErr_Format(PyExc_IndexError, "context_add: %zd postings index past the arrays", bad);
-    else
-        ok = 1;
-release_norm:
-    PyBuffer_Release(&norm);
-release_shared:
-    if (have_shared)
-        PyBuffer_Release(&shared);
-release_dead:
-    PyBuffer_Release(&dead);
-release_tf:
-    PyBuffer_Release(&tf);
-release_slots:
-    PyBuffer_Release(&slots);
-release_around:
-    PyBuffer_Release(&around);
-release_tfc:
-    PyBuffer_Release(&tfc);
-release_score:
-    PyBuffer_Release(&score);
-    if (!ok)
-        return NULL;
-    Py_RETURN_NONE;
+    return release(a, N, !bad);
 }
 
 /* ------------------------------------------------------------------------------ module */
@@ -369,8 +316,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "ipy_memory._speedups",
-    "Compiled kernels of ipy_memory (optional): see _kernels.py for their numpy twins.", -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ipy_memory._speedups",
+    .m_doc = "Compiled kernels of ipy_memory (optional): see _kernels.py for their numpy twins.",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void)
