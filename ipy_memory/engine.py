@@ -113,6 +113,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def close(self) -> None:
         if getattr(self, "_closed", True):
             return
+        self._flush_accesses()
         try:
             self._close_background()
         finally:
@@ -185,6 +186,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     @locked
     def _write(self, preps: list[Prepared]) -> list[RememberResult]:
         self._check_open()
+        self._flush_accesses()
         if self.read_only:
             from .errors import ReadOnlyError
             raise ReadOnlyError(f"{self.store.path} is open read-only: open a MemoryEngine without read_only=True to write")
@@ -214,6 +216,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def forget(self, id: str) -> dict:
         """Remove a memory ('m-…') or one of its sections ('m-…#n') everywhere. Unknown id -> NotFound."""
         self._check_open()
+        self._flush_accesses()
         doc_id, ord_ = v.memory_id(id)
         with self.store.write() as db:
             if ord_ is None:
@@ -269,6 +272,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def backup(self, path: str | os.PathLike) -> dict:
         """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
         self._check_open()
+        self._flush_accesses()
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidArgument("backup(path) takes a file path")
         target = Path(path).expanduser().resolve()
@@ -362,6 +366,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def get(self, id: str) -> Memory:
         """One memory by id ('m-…'); NotFound if absent or expired."""
         doc_id, _ = v.memory_id(id)
+        self._flush_accesses()
         rows = self.store.query(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock()))
         if not rows:
@@ -373,6 +378,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
                       offset: int = 0) -> MemoryList:
         """A page of memories, newest first; `scope` as in recall (default: session+project+global)."""
         self._check_open()
+        self._flush_accesses()
         project = v.name(project, "project") if project is not None else None
         limit = v.integer(limit, "limit", 1, 200)
         offset = v.integer(offset, "offset", 0, 10**12)
@@ -390,6 +396,7 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def stats(self) -> Stats:
         """Counts, sizes, embedder and per-tier / per-space breakdown."""
         self._check_open()
+        self._flush_accesses()
         q = self.store.query
         files = [self.store.path, Path(str(self.store.path) + "-wal")]
         index_dir = self.data_dir / "index"

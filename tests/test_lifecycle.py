@@ -79,6 +79,49 @@ def test_recall_counts_as_access_and_warms_the_tier(mem, clock):
     assert tiers(mem)[a] == "hot" and doc(mem, a)[2] == 2 and tiers(mem)[b] == "cold"
 
 
+def test_recalls_within_the_flush_interval_are_written_together(mem, tmp_path, clock):
+    a = mem.remember("The staging database is pg-staging-02").id
+    mem.recall("staging database")                        # none written lately: written at once
+    assert doc(mem, a)[1:3] == (clock[0], 1)
+    clock[0] += 1
+    mem.recall("staging database")
+    mem.recall("staging database")                        # within 5 s: recorded, not yet written
+    assert doc(mem, a)[1:3] == (clock[0] - 1, 1)
+    mem.list_memories()                                   # a read of that state writes them first
+    assert doc(mem, a)[1:3] == (clock[0], 3)
+    clock[0] += 1
+    mem.recall("staging database")
+    assert doc(mem, a)[2] == 3
+    clock[0] += mem.access_flush_interval                 # the interval is over: the next one writes
+    mem.recall("staging database")
+    assert doc(mem, a)[1:3] == (clock[0], 5)
+    mem.recall("staging database")
+    for read in (mem.stats, mem.tier_stats, lambda: mem.get(a), mem.rotate, lambda: mem.forget(b)):
+        b = mem.remember(f"a note to forget {clock[0]}").id
+        before = doc(mem, a)[2]
+        mem.recall("staging database")
+        read()
+        assert doc(mem, a)[2] == before + 1               # each of these writes the pending accesses
+    mem.recall("staging database")
+    mem.close()                                           # and so does close
+    with MemoryEngine(tmp_path / "store", project="proj", clock=lambda: clock[0]) as other:
+        assert other.store.query("SELECT access_count FROM documents WHERE id = ?", (a,))[0][0] == before + 2
+
+
+def test_accesses_a_busy_store_refused_are_written_later(mem, tmp_path, clock):
+    a = mem.remember("The staging database is pg-staging-02").id
+    other = sqlite3.connect(tmp_path / "store" / "memory.sqlite3", timeout=0)
+    other.execute("BEGIN IMMEDIATE")                      # another process holds the write lock
+    try:
+        assert mem.recall("staging database").hits        # the write is skipped, the access kept
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert doc(mem, a)[2] == 0
+    mem.list_memories()
+    assert doc(mem, a)[2] == 1
+
+
 def test_access_tracking_on_read_only_engine_is_skipped(mem, tmp_path, clock):
     a = mem.remember("The staging database is pg-staging-02").id
     with MemoryEngine(tmp_path / "store", read_only=True, project="proj", clock=lambda: clock[0] + 5) as ro:
