@@ -72,6 +72,26 @@ def context_add_numpy(score: np.ndarray, tfc: np.ndarray, around: np.ndarray, sl
     tfc[sentinel] = 0
 
 
+def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
+    """score *= keep, then score *= boost where cues & asked (float32, in place)."""
+    n = len(score)
+    score *= keep[:n]
+    if asked:
+        np.multiply(score, np.float32(boost), out=score, where=(cues[:n] & asked) != 0)
+
+
+def flatnonzero_numpy(values: np.ndarray) -> np.ndarray:
+    """Indices of the non-zero float32 values, ascending (on a mask: 3x faster than on the floats)."""
+    return np.flatnonzero(values != 0)
+
+
+def _flatnonzero(values: np.ndarray) -> np.ndarray:
+    out = np.empty(len(values), np.int64)        # pages never written are never touched
+    return out[:_speedups.nonzero(values, out)]
+
+
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
+priors = _speedups.priors if COMPILED else priors_numpy
+flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy

@@ -9,7 +9,7 @@ So the passes touch only what the postings reach (a term's slots, their neighbou
 of the documents it matched), per-node values are kept in the Structure (token counts with a norm
 table per count, which nodes can hold a document-wide term), and the neighbours of every hop and
 their context lengths are packed in one row per slot, read with one gather. The per-posting loops
-(`bm25_add`, `context_add`) are `_kernels`: compiled where the extension is built, with numpy twins
+(`bm25_add`, `context_add`) and whole-array passes (`priors`) are `_kernels`: compiled where the extension is built, with numpy twins
 that give the same scores bit for bit. Nothing here changes a score: `tests/test_lexical_scoring.py`
 compares the result with a direct computation of the formula in `lexical.py`.
 """
@@ -218,7 +218,8 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     lists = node_postings(shard, st, qterms)
     own = bm25(s, lists, shard.n_alive, (st.norm, st.lens), size)
     own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
-    score = own.copy()
+    # the columns mode reads `own` only before adding to the scores (1M memories: a 6 MB copy saved)
+    score = own if s.context_mode == "columns" else own.copy()
     if s.reply_weight and lists:       # the answer to a question rarely repeats its words
         asked = own.take(st.asking)
         hit = np.flatnonzero(asked > 0)
@@ -241,9 +242,7 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
         named = _union([x[0] for x in titles.values()])
         score[named] += s.title_match_weight * tscore[named]
         score[named] *= 1 + s.title_weight        # the query names this heading/speaker
-    score *= st.keep
-    if s.cue_weight and qcues:
-        np.multiply(score, 1 + s.cue_weight, out=score, where=(shard.cues.view & qcues) != 0)
+    _kernels.priors(score, st.keep, shard.cues.view, qcues if s.cue_weight else 0, 1 + s.cue_weight)
     return score
 
 

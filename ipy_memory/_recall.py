@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _colscan
+from . import _colscan, _kernels
 from ._text import question_cues
 from ._topk import largest
 from .config import Settings
@@ -73,7 +73,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
         lex = shard.lex.scores(qterms, qcues, now)
         if expanded:
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
-        nz = np.flatnonzero(lex != 0)     # on a mask: 3x faster than on the floats at 1M
+        nz = _kernels.flatnonzero(lex)
         top = nz[largest(lex[nz], pool)] if len(nz) > pool else nz
         keys = shard.lex.keys.view[top]
         if vector_search is not None:

@@ -199,3 +199,34 @@ def test_lexical_kernels_refuse_indices_past_the_arrays():
     with pytest.raises(ValueError):                           # a column past the rows' width
         _kernels._speedups.context_add(*ctx, np.array([1, 2, 4], np.int32), tf, np.zeros(10, bool), None, 1.0,
                                        (0, 1, 2, 4), norm, 1.0)
+
+
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 5000), asked=st.integers(0, 31),
+       density=st.floats(0, 1))
+def test_priors_and_nonzero_match_their_numpy_twins_bit_for_bit(seed, n, asked, density):
+    rng = np.random.default_rng(seed)
+    score = np.where(rng.random(n) < density, rng.random(n), 0).astype(np.float32)
+    keep = np.where(rng.random(n + 3) < 0.2, rng.choice([0, 0.5], n + 3), 1).astype(np.float32)
+    cues = rng.integers(0, 32, n + 3).astype(np.uint8)
+    got, want = score.copy(), score.copy()
+    _kernels._speedups.priors(got, keep, cues, asked, 1.3)
+    _kernels.priors_numpy(want, keep, cues, asked, 1.3)
+    assert np.array_equal(got, want)
+    assert np.array_equal(_kernels._flatnonzero(got), _kernels.flatnonzero_numpy(want))
+    assert np.array_equal(_kernels._flatnonzero(got), np.flatnonzero(want))
+
+
+@compiled
+def test_whole_array_kernels_refuse_short_arrays():
+    with pytest.raises(ValueError):
+        _kernels._speedups.priors(np.ones(5, np.float32), np.ones(4, np.float32), np.zeros(5, np.uint8), 1, 1.3)
+    with pytest.raises(ValueError):
+        _kernels._speedups.priors(np.ones(5, np.float32), np.ones(5, np.float32), np.zeros(4, np.uint8), 1, 1.3)
+    with pytest.raises(TypeError):
+        _kernels._speedups.priors(np.ones(5, np.float64), np.ones(5, np.float32), np.zeros(5, np.uint8), 1, 1.3)
+    with pytest.raises(ValueError):
+        _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(4, np.int64))
+    with pytest.raises(TypeError):
+        _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(5, np.int32))
