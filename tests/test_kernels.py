@@ -230,3 +230,26 @@ def test_whole_array_kernels_refuse_short_arrays():
         _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(4, np.int64))
     with pytest.raises(TypeError):
         _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(5, np.int32))
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=700), value=st.integers(0, 2**32 - 1), cut=st.integers(0, 700))
+def test_crc32_equals_zlib(data, value, cut):
+    import zlib
+    f = _kernels._speedups.crc32
+    assert f(data, value) == zlib.crc32(data, value) and f(data) == zlib.crc32(data)
+    assert f(data[cut:], f(data[:cut])) == zlib.crc32(data)          # continued like zlib's
+
+
+@compiled
+def test_crc32_of_large_and_odd_buffers_equals_zlib():
+    import zlib
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, 3_000_017, dtype=np.uint8)
+    for n in (63, 64, 65, 79, 80, 127, 128, 129, 4096 + 15, len(data)):
+        assert _kernels._speedups.crc32(data[:n]) == zlib.crc32(data[:n].tobytes())
+    assert _kernels._speedups.crc32(memoryview(data.tobytes())[5:]) == zlib.crc32(data[5:].tobytes())
+    assert _kernels.crc32 is (_kernels._speedups.crc32 if _kernels._speedups.FAST_CRC32 else zlib.crc32)
+    with pytest.raises(TypeError):
+        _kernels._speedups.crc32("text")
