@@ -236,8 +236,11 @@ class Shards:
         return vec, dirty
 
     # ------------------------------------------------------------------------------ syncing
-    def sync(self, force: bool = False) -> None:
-        """Apply changes other engines (or this one) committed since the last sync."""
+    def sync(self, force: bool = False, own: dict | None = None) -> None:
+        """Apply changes other engines (or this one) committed since the last sync. `own`: the nodes
+        this engine has just written, {key: (NodeRow, vector)}: when they are all that changed, the
+        indexes take them as they are instead of reading them back (8% of a bulk insert's time was
+        that read)."""
         version = self.store.data_version()
         if not force and version == self._version:
             return
@@ -252,6 +255,9 @@ class Shards:
         if not changes:
             return
         self.seq = changes[-1][0]
+        if own and all(op == "add" and key in own for _, op, key, _ in changes):
+            self._apply_own(changes, own)
+            return
         adds: dict[str, list[int]] = {}
         expiry: dict[str, list[int]] = {}
         tiers: dict[str, list[int]] = {}
@@ -307,6 +313,22 @@ class Shards:
         if shard.vec_loaded:
             self._add_vectors(shard.vec, keys)
         shard.lex_dirty = shard.vec_dirty = True
+
+    def _apply_own(self, changes: list[tuple], own: dict) -> None:
+        """Adds this engine wrote and nothing else did meanwhile: the rows `_apply_adds` would read
+        back, in the same order (a batch's keys ascend with its documents and their sections)."""
+        by_space: dict[str, list[int]] = {}
+        for _, _, key, space in changes:
+            if space in self.loaded:
+                by_space.setdefault(space, []).append(key)
+        cold = self.hot_tier() != "hot"             # a new document is in tier 'hot'
+        for space, keys in by_space.items():
+            shard = self.loaded[space]
+            keys.sort()
+            shard.lex.add([own[k][0] for k in keys])
+            if shard.vec_loaded:
+                shard.vec.add(keys, np.stack([own[k][1] for k in keys]), cold=[cold] * len(keys))
+            shard.lex_dirty = shard.vec_dirty = True
 
     def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:
         for i in range(0, len(keys), 5000):

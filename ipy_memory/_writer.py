@@ -10,6 +10,7 @@ import numpy as np
 from . import _text
 from ._ingest import Prepared
 from .errors import NotFound
+from .lexical import NodeRow
 from .models import Memory, RememberResult
 from .store import encode_vec
 
@@ -152,6 +153,9 @@ class BatchWriter:
     def __init__(self, engine, db, now: float):
         self.e, self.db, self.now = engine, db, now
         self.docs, self.nodes, self.vecs, self.changes = [], [], [], []
+        # the nodes of new documents as the indexes take them, by key: what Shards.sync would read
+        # back from SQLite after the commit (`own`)
+        self.written: dict[int, tuple[NodeRow, np.ndarray]] = {}
         self.next_key = db.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
                                    "COALESCE((SELECT max(key) FROM nodes), 0)").fetchone()
         self.next_key = max(self.next_key) + 1
@@ -226,6 +230,9 @@ class BatchWriter:
                                node.stored_body, node.metadata_json, node.hash))
             self.vecs.append((key, encode_vec(vec)))
             self.changes.append((key, p.space))
+            if p.replace is None:     # (a replaced document keeps its tier, which only SQLite knows)
+                self.written[key] = (NodeRow(key, doc_id, node.ord, len(p.nodes), node.title, node.body,
+                                             self.e.session, self.now, p.importance, expires), vec)
         self.redactions += p.redactions
 
     def flush(self) -> None:

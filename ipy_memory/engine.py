@@ -205,9 +205,10 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
             if not p.force:
                 self.shards.get(p.space)
         with self.store.write() as db:
-            results = BatchWriter(self, db, now).write(preps)
+            writer = BatchWriter(self, db, now)
+            results = writer.write(preps)
             self._flush_embed_cache(db)
-        self.shards.sync(force=True)
+        self.shards.sync(force=True, own=writer.written)
         self._maybe_purge(now)
         return results
 
