@@ -9,9 +9,10 @@ So the passes touch only what the postings reach (a term's slots, their neighbou
 of the documents it matched), per-node values are kept in the Structure (token counts with a norm
 table per count, which nodes can hold a document-wide term), and the neighbours of every hop and
 their context lengths are packed in one row per slot, read with one gather. The per-posting loops
-(`bm25_add`, `context_add`) and whole-array passes (`priors`) are `_kernels`: compiled where the extension is built, with numpy twins
-that give the same scores bit for bit. Nothing here changes a score: `tests/test_lexical_scoring.py`
-compares the result with a direct computation of the formula in `lexical.py`.
+(`bm25_add`, `context_add`) and whole-array passes (`priors`) are `_kernels`: compiled where the
+extension is built, with numpy twins that give the same scores bit for bit. Nothing here changes a
+score: `tests/test_lexical_scoring.py` compares the result with a direct computation of the formula
+in `lexical.py`.
 """
 
 from __future__ import annotations

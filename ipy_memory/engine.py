@@ -186,10 +186,10 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     @locked
     def _write(self, preps: list[Prepared]) -> list[RememberResult]:
         self._check_open()
-        self._flush_accesses()
         if self.read_only:
             from .errors import ReadOnlyError
             raise ReadOnlyError(f"{self.store.path} is open read-only: open a MemoryEngine without read_only=True to write")
+        self._flush_accesses()
         now = self.clock()
         context = self.settings.embed_context_chars if self.embedder.semantic else 0
         texts = [t for p in preps for t in p.embedding_texts(context)]
@@ -217,8 +217,8 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     def forget(self, id: str) -> dict:
         """Remove a memory ('m-…') or one of its sections ('m-…#n') everywhere. Unknown id -> NotFound."""
         self._check_open()
-        self._flush_accesses()
         doc_id, ord_ = v.memory_id(id)
+        self._flush_accesses()
         with self.store.write() as db:
             if ord_ is None:
                 keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "

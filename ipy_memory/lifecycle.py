@@ -193,10 +193,10 @@ class LifecycleMixin:
         Returns {"hops": [{"from", "to", "documents", "nodes"}], "moved_documents", "moved_nodes",
         "last_rotation", "previous_rotation", "reason"}."""
         self._writable("rotate")
-        self._flush_accesses()
         if limit_per_hop is not None:
             limit_per_hop = v.integer(limit_per_hop, "limit_per_hop (None = no limit)", 1, 10**9)
         reason = v.text(reason, "reason", max_chars=200)
+        self._flush_accesses()              # recent uses count before anything moves
         policy, now = self._policy(), self.clock()
         previous = (self._meta_json("last_rotation") or {}).get("at")
         hops = []
@@ -283,10 +283,10 @@ class LifecycleMixin:
         indexed at least as long (expiry) and its document keeps at least one node; documents and
         their source text are never touched. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
         self._writable("dream")
-        self._flush_accesses()
         spaces = self._spaces(scope, v.name(project, "project") if project is not None else None, None)
         threshold = v.number(threshold if threshold is not None else self.dream_threshold, "threshold", 0.0, 1.0)
         neighbors = v.integer(neighbors if neighbors is not None else self.dream_neighbors, "neighbors", 1, 100)
+        self._flush_accesses()
         report = {}
         for space in spaces:
             removed = self._dedup_space(space)
@@ -381,8 +381,8 @@ class LifecycleMixin:
         `log_retention` seconds (7 days) ago at an earlier compact(); see docs/lifecycle.md.
         Returns bytes before / after and what was done."""
         self._writable("compact")
-        self._flush_accesses()
         vacuum = v.flag(vacuum, "vacuum")
+        self._flush_accesses()
         path = self.store.path
         before = _file_bytes(path)
         purged = self.purge_expired()
