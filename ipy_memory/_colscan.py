@@ -270,7 +270,7 @@ class ColumnsMixin:
     _columns_wanted = False           # a sparse query found no columns: build them after it
 
     def _column_scan(self) -> ColumnScan | None:
-        """The int16 columns of the matrix, caught up with its rows, or None while they are being
+        """The int8 columns of the matrix, caught up with its rows, or None while they are being
         built (100k memories: ~0.25 s; meanwhile a query scans every row)."""
         if self._columns is None:
             job = self._columns_job
