@@ -73,6 +73,38 @@ def context_add_numpy(score: np.ndarray, tfc: np.ndarray, around: np.ndarray, sl
     tfc[sentinel] = 0
 
 
+def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, lens: np.ndarray, hashes: np.ndarray,
+                    slots: np.ndarray, signs: np.ndarray, log_tf: np.ndarray, out: np.ndarray) -> None:
+    """The HashEmbedder's vectors before normalisation (embeddings/hashing.py) into out (n, dim):
+    text t holds the words ids[sum(per_text[:t]):][:per_text[t]] (indices into the words' starts /
+    lens / hashes); each distinct word, in the order the text first uses it, adds signs[f] *
+    log_tf[count - 1] at slots[f] for its features f; each pair of consecutive words adds +-1 at
+    (hash[a] * golden ^ hash[b]) % dim. Summed in float64 in that order (so a text's vector does not
+    depend on its batch), word and pair sums added, then float32."""
+    n, dim = out.shape
+    entries = len(starts)
+    rows = np.repeat(np.arange(n, dtype=np.int64), per_text)
+    pairs, first, counts = np.unique(rows * entries + ids, return_index=True, return_counts=True)
+    by_first = np.argsort(first)
+    pairs, counts = pairs[by_first], counts[by_first]
+    t_rows, w_idx = pairs // entries, pairs % entries
+    reps = lens[w_idx]
+    pos = np.repeat(starts[w_idx] - np.concatenate(([0], np.cumsum(reps)[:-1])), reps) + np.arange(reps.sum())
+    vals = signs[pos] * np.repeat(log_tf[counts - 1], reps)
+    acc = np.zeros(n * dim, np.float64)       # (bincount of nothing gives int64 zeros)
+    acc += np.bincount(np.repeat(t_rows, reps) * dim + slots[pos], weights=vals, minlength=n * dim)
+    if len(rows) > 1:       # word bigrams: the 64-bit hashes of consecutive words of the same text
+        hw = hashes[ids]
+        same = rows[:-1] == rows[1:]
+        hb = (hw[:-1] * _GOLDEN ^ hw[1:])[same]
+        acc += np.bincount(rows[:-1][same] * dim + (hb % np.uint64(dim)).astype(np.int64),
+                           weights=np.where(hb >> np.uint64(63), 1.0, -1.0), minlength=n * dim)
+    out[:] = acc.reshape(n, dim)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -95,6 +127,7 @@ column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
+hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32

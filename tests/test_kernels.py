@@ -253,3 +253,68 @@ def test_crc32_of_large_and_odd_buffers_equals_zlib():
     assert _kernels.crc32 is (_kernels._speedups.crc32 if _kernels._speedups.FAST_CRC32 else zlib.crc32)
     with pytest.raises(TypeError):
         _kernels._speedups.crc32("text")
+
+
+def _hash_case(rng, n, entries, feats_per_word, dim):
+    lens = rng.integers(0, feats_per_word + 1, entries).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    slots = rng.integers(0, dim, int(lens.sum()) + 5).astype(np.int32)          # a longer cache, as in use
+    signs = rng.choice(np.array([-1, 1], np.int8), len(slots))
+    hashes = rng.integers(0, 2**63, entries, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, entries, dtype=np.uint64)
+    per = rng.integers(0, 12, n).astype(np.int64)
+    ids = rng.integers(0, max(entries, 1), int(per.sum())).astype(np.int64) if entries else np.zeros(0, np.int64)
+    log_tf = np.array([1.0 + np.log(c) for c in range(1, 17)], np.float32)
+    return ids, per, starts, lens, hashes, slots, signs, log_tf
+
+
+@compiled
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), entries=st.integers(1, 60),
+       feats=st.integers(0, 25), dim=st.sampled_from([1, 7, 64, 384]))
+def test_hash_rows_match_the_numpy_twin_bit_for_bit(seed, n, entries, feats, dim):
+    rng = np.random.default_rng(seed)
+    args = _hash_case(rng, n, entries, feats, dim)
+    got, want = np.full((n, dim), np.nan, np.float32), np.full((n, dim), np.nan, np.float32)
+    if not args[0].size:
+        return                       # (the embedder never calls it without words)
+    _kernels._speedups.hash_rows(*args, got)
+    _kernels.hash_rows_numpy(*args, want)
+    assert np.array_equal(got, want)
+
+
+@compiled
+def test_the_hashing_embedder_gives_the_same_vectors_with_either_kernel(monkeypatch):
+    from ipy_memory.embeddings.hashing import HashEmbedder
+    rng = np.random.default_rng(5)
+    vocab = ["kelp", "tide", "the", "Boat", "naïve", "2023", "光遗传学", "艺术", "x", "don't", "net", "crab"]
+    texts = [" ".join(rng.choice(vocab, rng.integers(0, 30))) for _ in range(200)] + ["", "kelp kelp kelp kelp"]
+    compiled_vecs = HashEmbedder().embed(texts)
+    monkeypatch.setattr(_kernels, "hash_rows", _kernels.hash_rows_numpy)
+    assert np.array_equal(HashEmbedder().embed(texts), compiled_vecs)
+
+
+@compiled
+def test_hash_rows_refuse_inconsistent_arrays():
+    rng = np.random.default_rng(1)
+    ids, per, starts, lens, hashes, slots, signs, log_tf = _hash_case(rng, 4, 10, 5, 16)
+    out = np.empty((4, 16), np.float32)
+    f = _kernels._speedups.hash_rows
+    f(ids, per, starts, lens, hashes, slots, signs, log_tf, out)
+    bad_ids = ids.copy()
+    bad_ids[0] = 10                                         # past the entries
+    with pytest.raises(ValueError):
+        f(bad_ids, per, starts, lens, hashes, slots, signs, log_tf, out)
+    with pytest.raises(ValueError):                          # words do not add up to per_text
+        f(ids[1:], per, starts, lens, hashes, slots, signs, log_tf, out)
+    long_lens = lens.copy()
+    long_lens[3] = 10_000                                   # a feature range past the cache
+    with pytest.raises(ValueError):
+        f(ids, per, starts, long_lens, hashes, slots, signs, log_tf, out)
+    with pytest.raises(ValueError):                          # more words in a text than log_tf covers
+        f(ids, per, starts, lens, hashes, slots, signs, log_tf[:2], out)
+    far = slots.copy()
+    far[:] = 16                                             # slots must be below dim
+    with pytest.raises(IndexError):
+        f(ids, per, starts, lens, hashes, far, signs, log_tf, out)
+    with pytest.raises(TypeError):
+        f(ids, per, starts, lens, hashes.astype(np.int64), slots, signs, log_tf, out)
