@@ -105,6 +105,22 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
+def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:
+    """Each word's (term hash, expandable) from `cache`, or from miss(word), which is then cached; an
+    expandable word is the word of its term in `vocab` unless one is there already; the distinct term
+    hashes in order of first use, and how often each occurs."""
+    tf: dict[int, int] = {}
+    for word in words:
+        entry = cache.get(word)
+        if entry is None:
+            entry = cache[word] = miss(word)
+        term, expandable = entry
+        if expandable and term not in vocab:
+            vocab[term] = word
+        tf[term] = tf.get(term, 0) + 1
+    return list(tf), list(tf.values())
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -128,6 +144,7 @@ bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
+index_terms = _speedups.index_terms if COMPILED else index_terms_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32

@@ -516,6 +516,68 @@ static PyObject *hash_rows(PyObject *self, PyObject *args)
     return release(a, N, !bad);
 }
 
+/* ------------------------------------------------------------------------------ indexing words */
+
+PyDoc_STRVAR(index_terms_doc,
+"index_terms(words, cache, miss, vocab) -> (terms, counts)\n--\n\n"
+"Each word's (term hash, expandable) from the dict `cache`, or from miss(word), which is then cached;\n"
+"an expandable word is the word of its term in `vocab` unless one is there already; the distinct\n"
+"term hashes in order of first use, and how often each occurs (_kernels.index_terms_python).");
+
+static PyObject *index_terms(PyObject *self, PyObject *args)
+{
+    PyObject *words, *cache, *miss, *vocab;
+    if (!PyArg_ParseTuple(args, "OO!OO!:index_terms", &words, &PyDict_Type, &cache, &miss, &PyDict_Type, &vocab))
+        return NULL;
+    PyObject *seq = PySequence_Fast(words, "index_terms: words must be a sequence");
+    if (!seq)
+        return NULL;
+    PyObject *tf = PyDict_New(), *result = NULL;
+    if (!tf)
+        goto done;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *word = items[i], *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
+        if (entry)
+            Py_INCREF(entry);
+        else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "index_terms: cache entries must be (term hash, expandable) tuples");
+            Py_DECREF(entry);
+            goto done;
+        }
+        PyObject *term = PyTuple_GET_ITEM(entry, 0);
+        int expandable = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 1)), ok = expandable >= 0;
+        if (ok && expandable) {
+            int known = PyDict_Contains(vocab, term);
+            ok = known >= 0 && (known || PyDict_SetItem(vocab, term, word) == 0);
+        }
+        if (ok) {
+            PyObject *count = PyDict_GetItemWithError(tf, term);
+            long c = count ? PyLong_AsLong(count) : 0;
+            PyObject *next = (c >= 0 && !PyErr_Occurred()) ? PyLong_FromLong(c + 1) : NULL;
+            ok = next && PyDict_SetItem(tf, term, next) == 0;
+            Py_XDECREF(next);
+        }
+        Py_DECREF(entry);
+        if (!ok)
+            goto done;
+    }
+    PyObject *terms = PyDict_Keys(tf), *counts = terms ? PyDict_Values(tf) : NULL;
+    if (terms && counts)
+        result = PyTuple_Pack(2, terms, counts);
+    Py_XDECREF(terms);
+    Py_XDECREF(counts);
+done:
+    Py_XDECREF(tf);
+    Py_DECREF(seq);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------ CRC-32 */
 
 /* zlib's CRC-32 (the zip polynomial, bit-reflected), by carry-less multiplication where the CPU has
@@ -626,6 +688,7 @@ static PyMethodDef methods[] = {
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
+    {"index_terms", index_terms, METH_VARARGS, index_terms_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -130,10 +130,9 @@ def surface_terms(text: str) -> list[tuple[str, str]]:
     return [(w, stem(w)) for w in surface_words(text)]
 
 
-@lru_cache(maxsize=1 << 19)
 def index_word(word: str) -> tuple[int, bool]:
     """(term_hash of its stem, whether it is `expandable`) of a word: what indexing a text needs of
-    each word, in one cached lookup."""
+    each word (cached by `lexical.index_terms`)."""
     return term_hash(stem(word)), expandable(word)
 
 

@@ -318,3 +318,38 @@ def test_hash_rows_refuse_inconsistent_arrays():
         f(ids, per, starts, lens, hashes, far, signs, log_tf, out)
     with pytest.raises(TypeError):
         f(ids, per, starts, lens, hashes.astype(np.int64), slots, signs, log_tf, out)
+
+
+@compiled
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.sampled_from(["kelp", "tide", "net", "x1", "crab", "gull", "42", "naïve"]), max_size=40),
+       known=st.lists(st.sampled_from(["kelp", "net", "42"]), max_size=3))
+def test_index_terms_match_the_python_twin(words, known):
+    def miss(word, calls):
+        calls.append(word)
+        return (hash(word) % 7, word.isalpha())        # few terms: several words share one
+    runs = []
+    for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
+        cache = {w: (hash(w) % 7, w.isalpha()) for w in known}
+        vocab, calls = {3: "preset"}, []
+        out = f(tuple(words), cache, lambda w: miss(w, calls), vocab)
+        runs.append((out, cache, vocab, calls))
+    assert runs[0] == runs[1]
+    terms, counts = runs[0][0]
+    assert sum(counts) == len(words) and len(set(terms)) == len(terms)
+    assert sorted(set(runs[0][3])) == sorted(runs[0][3]) == sorted(set(words) - set(known))   # each miss once
+
+
+@compiled
+def test_index_terms_errors_reach_the_caller():
+    f = _kernels._speedups.index_terms
+    with pytest.raises(TypeError):
+        f(("kelp",), {}, lambda w: 5, {})                 # an entry that is not a (term, expandable) pair
+    with pytest.raises(ZeroDivisionError):
+        f(("kelp",), {}, lambda w: 1 / 0, {})             # the miss function's own error
+    with pytest.raises(TypeError):
+        f(5, {}, lambda w: (1, True), {})                  # words must be a sequence
+    with pytest.raises(TypeError):
+        f(([1],), {}, lambda w: (1, True), {})             # an unhashable word
+    with pytest.raises(TypeError):
+        f(("kelp",), [], lambda w: (1, True), {})          # the cache must be a dict
