@@ -189,6 +189,8 @@ _ENDS_ASKING = re.compile(r"[?？]\W*\Z")
 
 def question_marks(text: str) -> int:
     """ASKS | ENDS_ASKING bits of a message: "Nice! Have you been?" has both, "Why? I'll tell you." ASKS."""
+    if "?" not in text and "？" not in text:      # both need one: most texts skip the two regexes
+        return 0
     return (ASKS if _ASKS.search(text) else 0) | (ENDS_ASKING if _ENDS_ASKING.search(text) else 0)
 
 
