@@ -13,7 +13,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # setup.py and the C source: a changed kernel is rebuilt (pip install -e builds it in place)
-SOURCES := pyproject.toml setup.py ipy_memory/_speedups.c
+SOURCES := pyproject.toml setup.py $(wildcard ipy_memory/csrc/*)
 
 $(STAMP): $(SOURCES) | $(PY)
 	$(PY) -m pip install --quiet -e .

@@ -1,6 +1,6 @@
 """The hottest loops, compiled where the optional `_speedups` extension was built, numpy otherwise.
 
-Each kernel has a numpy twin here that computes the same thing; the C one (ipy_memory/_speedups.c)
+Each kernel has a numpy twin here that computes the same thing; the C one (ipy_memory/csrc/)
 avoids the temporaries numpy needs and runs with the GIL released. Set IPY_MEMORY_PURE_PYTHON=1
 (before importing ipy_memory) to run the numpy twins everywhere; `COMPILED` says which ones run,
 and `python -m ipy_memory selftest` reports it.

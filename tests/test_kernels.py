@@ -19,7 +19,7 @@ def test_the_extension_is_built_and_used():
     if os.environ.get("IPY_MEMORY_PURE_PYTHON"):
         assert not _kernels.COMPILED and _kernels.column_scores is _kernels.column_scores_numpy
         return
-    assert _kernels.COMPILED, "ipy_memory/_speedups.c was not built: is a C compiler installed? (make test rebuilds it)"
+    assert _kernels.COMPILED, "ipy_memory/csrc (the _speedups extension) was not built: is a C compiler installed? (make test rebuilds it)"
     assert _kernels.column_scores is _kernels._speedups.column_scores
 
 

@@ -1,0 +1,295 @@
+/* BM25 scoring loops (_lexscore.py) and word indexing (lexical.py). */
+#include "speedups.h"
+
+#define PREFETCH 32 /* postings ahead whose random reads are started early (1M memories: 5.3 -> 3.3 ms a query) */
+
+/* ------------------------------------------------------------------------------ BM25 */
+
+/* Both loops below read indices out of the index's own arrays; an index out of range means a bug,
+ * and is skipped and reported (IndexError) instead of read: the output is scratch the caller drops. */
+
+const char bm25_add_doc[] = PyDoc_STR(
+"bm25_add(out, slots, tf, norm, lens, shared, flat, coef)\n--\n\n"
+"out[slots[k]] += coef * tf[k] / (tf[k] + nm) for each posting k, nm = flat where shared[k], else\n"
+"norm[lens[slots[k]]] (flat for all when norm is None). out, tf, norm: float32; slots, lens: int32;\n"
+"shared: bool or None.");
+
+PyObject *bm25_add(PyObject *self, PyObject *args)
+{
+    enum { OUT, SLOTS, TF, NORM, LENS, SHARED, N };
+    static const Spec specs[N] = {{"out", 1, "f", WRITABLE}, {"slots", 1, "i", 0}, {"tf", 1, "f", 0},
+                                  {"norm", 1, "f", NONE_OK}, {"lens", 1, "i", NONE_OK}, {"shared", 1, "?", NONE_OK}};
+    PyObject *o[N];
+    Arg a[N];
+    double flat, coef;
+    if (!PyArg_ParseTuple(args, "OOOOOOdd:bm25_add", &o[OUT], &o[SLOTS], &o[TF], &o[NORM], &o[LENS], &o[SHARED],
+                          &flat, &coef))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SLOTS]), size = LEN(a[OUT]), nlens = LEN(a[LENS]), nnorm = LEN(a[NORM]);
+    if (LEN(a[TF]) != n || (a[SHARED].held && LEN(a[SHARED]) != n) || a[NORM].held != a[LENS].held) {
+        PyErr_SetString(PyExc_ValueError, "bm25_add: slots, tf and shared differ in length, or norm comes without lens");
+        return release(a, N, 0);
+    }
+    float *out = DATA(a[OUT], float);
+    const int32_t *slots = DATA(a[SLOTS], const int32_t), *lens = DATA(a[LENS], const int32_t);
+    const float *tf = DATA(a[TF], const float), *norm = DATA(a[NORM], const float);
+    const uint8_t *shared = DATA(a[SHARED], const uint8_t);
+    const float c = (float)coef, fl = (float)flat;
+    Py_ssize_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (k + PREFETCH < n && slots[k + PREFETCH] >= 0 && slots[k + PREFETCH] < size) {
+            __builtin_prefetch(out + slots[k + PREFETCH], 1);
+            if (lens && slots[k + PREFETCH] < nlens)
+                __builtin_prefetch(lens + slots[k + PREFETCH]);
+        }
+        const int32_t x = slots[k];
+        if (x < 0 || x >= size || (norm && (x >= nlens || lens[x] < 0 || lens[x] >= nnorm))) {
+            bad++;
+            continue;
+        }
+        const float nm = (shared && shared[k]) || !norm ? fl : norm[lens[x]];
+        out[x] += c * tf[k] / (tf[k] + nm);
+    }
+    Py_END_ALLOW_THREADS
+    if (bad)
+        PyErr_Format(PyExc_IndexError, "bm25_add: %zd postings index past the arrays", bad);
+    return release(a, N, !bad);
+}
+
+const char context_add_doc[] = PyDoc_STR(
+"context_add(score, tfc, around, slots, tf, dead, shared, flat, cols, norm, weight)\n--\n\n"
+"One neighbour distance of a term's context columns (_lexscore.context_columns): the term's tf in\n"
+"each posting's live slot goes to the two neighbours around[slot, cols[0]] and around[slot, cols[1]]\n"
+"(-1: none); then each neighbour t scores weight * v / (v + nm) once, v its summed tf, nm = flat where\n"
+"shared, else norm[around[slot, cols[2 or 3]]] (the context length on that side), and tfc is zeroed\n"
+"again. score, tfc, tf, norm: float32; around: (rows, width) int32; slots: int32; dead, shared: bool.");
+
+PyObject *context_add(PyObject *self, PyObject *args)
+{
+    enum { SCORE, TFC, AROUND, SLOTS, TF, DEAD, SHARED, NORM, N };
+    static const Spec specs[N] = {{"score", 1, "f", WRITABLE}, {"tfc", 1, "f", WRITABLE}, {"around", 2, "i", 0},
+                                  {"slots", 1, "i", 0}, {"tf", 1, "f", 0}, {"dead", 1, "?", 0},
+                                  {"shared", 1, "?", NONE_OK}, {"norm", 1, "f", 0}};
+    PyObject *o[N];
+    Arg a[N];
+    double flat, weight;
+    Py_ssize_t cols[2], lcols[2];
+    if (!PyArg_ParseTuple(args, "OOOOOOOd(nnnn)Od:context_add", &o[SCORE], &o[TFC], &o[AROUND], &o[SLOTS], &o[TF],
+                          &o[DEAD], &o[SHARED], &flat, &cols[0], &cols[1], &lcols[0], &lcols[1], &o[NORM], &weight))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SLOTS]), size = LEN(a[SCORE]), width = a[AROUND].view.shape[1];
+    const Py_ssize_t rows = LEN(a[AROUND]) < LEN(a[DEAD]) ? LEN(a[AROUND]) : LEN(a[DEAD]), nnorm = LEN(a[NORM]);
+    int cols_ok = 1;
+    for (int i = 0; i < 2; i++)
+        cols_ok &= cols[i] >= 0 && cols[i] < width && lcols[i] >= 0 && lcols[i] < width;
+    if (LEN(a[TF]) != n || (a[SHARED].held && LEN(a[SHARED]) != n) || LEN(a[TFC]) < size || !cols_ok
+        || a[AROUND].view.strides[0] != width * 4) {
+        PyErr_SetString(PyExc_ValueError, "context_add: mismatched lengths or columns");
+        return release(a, N, 0);
+    }
+    float *score = DATA(a[SCORE], float), *acc = DATA(a[TFC], float);
+    const int32_t *around = DATA(a[AROUND], const int32_t), *slots = DATA(a[SLOTS], const int32_t);
+    const float *tf = DATA(a[TF], const float), *norm = DATA(a[NORM], const float);
+    const uint8_t *dead = DATA(a[DEAD], const uint8_t), *shared = DATA(a[SHARED], const uint8_t);
+    const float w = (float)weight, fl = (float)flat;
+    /* each posting's two neighbours and their context lengths, read once from `around` (random
+     * rows: prefetched ahead) into a sequential scratch that the second pass reads */
+    int32_t *near = PyMem_RawMalloc((size_t)(n ? n : 1) * 4 * sizeof(int32_t));
+    if (!near) {
+        PyErr_NoMemory();
+        return release(a, N, 0);
+    }
+    Py_ssize_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {          /* each side's neighbour gets the posting's tf */
+        if (k + PREFETCH < n && slots[k + PREFETCH] >= 0 && slots[k + PREFETCH] < rows)
+            __builtin_prefetch(around + (Py_ssize_t)slots[k + PREFETCH] * width);
+        int32_t *nk = near + 4 * k;
+        nk[0] = nk[1] = -1;
+        const int32_t x = slots[k];
+        if (x < 0 || x >= rows) {
+            bad++;
+            continue;
+        }
+        for (int side = 0; side < 2; side++) {
+            nk[side] = around[x * width + cols[side]];
+            nk[2 + side] = around[x * width + lcols[side]];
+        }
+        if (dead[x])
+            continue;                              /* forgotten text lends no context */
+        for (int side = 0; side < 2; side++) {
+            const int32_t y = nk[side];
+            if (y >= size)
+                bad++;
+            else if (y >= 0)
+                acc[y] += tf[k];
+        }
+    }
+    for (int side = 0; side < 2; side++)           /* then each neighbour scores its sum once */
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (k + PREFETCH < n) {
+                const int32_t z = near[4 * (k + PREFETCH) + side];
+                if (z >= 0 && z < size) {
+                    __builtin_prefetch(acc + z, 1);
+                    __builtin_prefetch(score + z, 1);
+                }
+            }
+            const int32_t y = near[4 * k + side];
+            if (y < 0 || y >= size || acc[y] == 0)
+                continue;
+            const int32_t len = near[4 * k + 2 + side];
+            const float v = acc[y];
+            acc[y] = 0;
+            if (!(shared && shared[k]) && (len < 0 || len >= nnorm)) {
+                bad++;
+                continue;
+            }
+            score[y] += w * v / (v + (shared && shared[k] ? fl : norm[len]));
+        }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(near);
+    if (bad)
+        PyErr_Format(PyExc_IndexError, "context_add: %zd postings index past the arrays", bad);
+    return release(a, N, !bad);
+}
+
+/* ------------------------------------------------------------------------------ whole-array passes */
+
+const char priors_doc[] = PyDoc_STR(
+"priors(score, keep, cues, asked, boost)\n--\n\n"
+"score *= keep, then score *= boost where cues & asked: one pass (numpy needs three and a mask).\n"
+"score, keep: float32; cues: uint8 (n >= len(score)).");
+
+/* A multiplier chosen per value (times 1 is exact), not a branch: cue bits are too random to predict. */
+MULTIVERSION static void priors_loop(float *score, const float *keep, const uint8_t *cues, uint8_t q, float b,
+                                     Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++)
+        score[j] = score[j] * keep[j] * ((cues[j] & q) ? b : 1.0f);
+}
+
+PyObject *priors(PyObject *self, PyObject *args)
+{
+    enum { SCORE, KEEP, CUES, N };
+    static const Spec specs[N] = {{"score", 1, "f", WRITABLE}, {"keep", 1, "f", 0}, {"cues", 1, "B", 0}};
+    PyObject *o[N];
+    Arg a[N];
+    unsigned int asked;
+    double boost;
+    if (!PyArg_ParseTuple(args, "OOOId:priors", &o[SCORE], &o[KEEP], &o[CUES], &asked, &boost))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SCORE]);
+    if (LEN(a[KEEP]) < n || LEN(a[CUES]) < n) {
+        PyErr_SetString(PyExc_ValueError, "priors: keep and cues must cover every score");
+        return release(a, N, 0);
+    }
+    float *score = DATA(a[SCORE], float);
+    const float *keep = DATA(a[KEEP], const float), b = (float)boost;
+    const uint8_t *cues = DATA(a[CUES], const uint8_t), q = (uint8_t)asked;
+    Py_BEGIN_ALLOW_THREADS
+    priors_loop(score, keep, cues, q, b, n);
+    Py_END_ALLOW_THREADS
+    return release(a, N, 1);
+}
+
+const char nonzero_doc[] = PyDoc_STR(
+"nonzero(values, out) -> count\n--\n\n"
+"Write the indices of the non-zero float32 `values` to the int64 `out` (as long), in order; return\n"
+"how many: np.flatnonzero in one pass.");
+
+PyObject *nonzero(PyObject *self, PyObject *args)
+{
+    enum { VALUES, OUT, N };
+    static const Spec specs[N] = {{"values", 1, "f", 0}, {"out", 1, "lq", WRITABLE}};
+    PyObject *o[N];
+    Arg a[N];
+    if (!PyArg_ParseTuple(args, "OO:nonzero", &o[VALUES], &o[OUT]))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[VALUES]);
+    if (LEN(a[OUT]) < n || a[OUT].view.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "nonzero: out must be int64 and as long as values");
+        return release(a, N, 0);
+    }
+    const float *v = DATA(a[VALUES], const float);
+    int64_t *out = DATA(a[OUT], int64_t);
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < n; j++) {
+        out[count] = j;              /* written always, kept when non-zero: no branch to mispredict */
+        count += v[j] != 0;
+    }
+    Py_END_ALLOW_THREADS
+    release(a, N, 1);
+    return PyLong_FromSsize_t(count);
+}
+
+/* ------------------------------------------------------------------------------ indexing words */
+
+const char index_terms_doc[] = PyDoc_STR(
+"index_terms(words, cache, miss, vocab) -> (terms, counts)\n--\n\n"
+"Each word's (term hash, expandable) from the dict `cache`, or from miss(word), which is then cached;\n"
+"an expandable word is the word of its term in `vocab` unless one is there already; the distinct\n"
+"term hashes in order of first use, and how often each occurs (_kernels.index_terms_python).");
+
+PyObject *index_terms(PyObject *self, PyObject *args)
+{
+    PyObject *words, *cache, *miss, *vocab;
+    if (!PyArg_ParseTuple(args, "OO!OO!:index_terms", &words, &PyDict_Type, &cache, &miss, &PyDict_Type, &vocab))
+        return NULL;
+    PyObject *seq = PySequence_Fast(words, "index_terms: words must be a sequence");
+    if (!seq)
+        return NULL;
+    PyObject *tf = PyDict_New(), *result = NULL;
+    if (!tf)
+        goto done;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *word = items[i], *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
+        if (entry)
+            Py_INCREF(entry);
+        else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "index_terms: cache entries must be (term hash, expandable) tuples");
+            Py_DECREF(entry);
+            goto done;
+        }
+        PyObject *term = PyTuple_GET_ITEM(entry, 0);
+        int expandable = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 1)), ok = expandable >= 0;
+        if (ok && expandable) {
+            int known = PyDict_Contains(vocab, term);
+            ok = known >= 0 && (known || PyDict_SetItem(vocab, term, word) == 0);
+        }
+        if (ok) {
+            PyObject *count = PyDict_GetItemWithError(tf, term);
+            long c = count ? PyLong_AsLong(count) : 0;
+            PyObject *next = (c >= 0 && !PyErr_Occurred()) ? PyLong_FromLong(c + 1) : NULL;
+            ok = next && PyDict_SetItem(tf, term, next) == 0;
+            Py_XDECREF(next);
+        }
+        Py_DECREF(entry);
+        if (!ok)
+            goto done;
+    }
+    PyObject *terms = PyDict_Keys(tf), *counts = terms ? PyDict_Values(tf) : NULL;
+    if (terms && counts)
+        result = PyTuple_Pack(2, terms, counts);
+    Py_XDECREF(terms);
+    Py_XDECREF(counts);
+done:
+    Py_XDECREF(tf);
+    Py_DECREF(seq);
+    return result;
+}

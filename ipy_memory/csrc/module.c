@@ -1,0 +1,92 @@
+/* Optional compiled kernels for ipy_memory's hottest loops.
+ *
+ * Every function here has a numpy twin in _kernels.py that computes the same thing; the package
+ * works without this extension (a build without a C compiler skips it), and the tests run both.
+ * Arguments arrive through the buffer protocol (numpy arrays, no numpy headers needed to build),
+ * are checked here (a wrong shape raises, it never reads out of bounds), and the loops run with
+ * the GIL released, so two threads can scan two parts of one query at once.
+ *
+ * This file holds the argument helpers (speedups.h) and the module; the kernels are in scan.c
+ * (the column scan), lexical.c (BM25 loops, word indexing), embed.c (the hashing embedder) and
+ * crc.c (snapshot checksums).
+ */
+#include "speedups.h"
+
+/* Acquire `obj` as `spec` says, its last axis contiguous. Returns 0, or -1 with TypeError /
+ * ValueError set. */
+static int take(Arg *arg, PyObject *obj, const Spec *spec)
+{
+    if (obj == Py_None && (spec->flags & NONE_OK))
+        return 0;
+    Py_buffer *view = &arg->view;
+    if (PyObject_GetBuffer(obj, view, PyBUF_STRIDES | PyBUF_FORMAT | (spec->flags & WRITABLE ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    arg->held = 1;
+    const char *fmt = view->format ? view->format : "B";
+    if (*fmt == '=' || *fmt == '<' || *fmt == '@')
+        fmt++;
+    if (view->ndim != spec->ndim || strlen(fmt) != 1 || !strchr(spec->formats, *fmt)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a %d-d array of format '%s', got %d-d '%s'", spec->name,
+                     spec->ndim, spec->formats, view->ndim, view->format ? view->format : "B");
+        return -1;
+    }
+    if (view->strides[view->ndim - 1] != view->itemsize || (view->ndim == 2 && view->strides[0] % view->itemsize)) {
+        PyErr_Format(PyExc_ValueError, "%s: its last axis must be contiguous", spec->name);
+        return -1;
+    }
+    return 0;
+}
+
+int take_all(Arg *args, PyObject *const *objs, const Spec *specs, int n)
+{
+    for (int i = 0; i < n; i++)
+        args[i].held = 0;
+    for (int i = 0; i < n; i++)
+        if (take(&args[i], objs[i], &specs[i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* Release every held argument; return None when `ok`, else NULL (the error is set). */
+PyObject *release(Arg *args, int n, int ok)
+{
+    for (int i = 0; i < n; i++)
+        if (args[i].held)
+            PyBuffer_Release(&args[i].view);
+    if (!ok)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"column_scores", column_scores, METH_VARARGS, column_scores_doc},
+    {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
+    {"context_add", context_add, METH_VARARGS, context_add_doc},
+    {"priors", priors, METH_VARARGS, priors_doc},
+    {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
+    {"crc32", crc32, METH_VARARGS, crc32_doc},
+    {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
+    {"index_terms", index_terms, METH_VARARGS, index_terms_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ipy_memory._speedups",
+    .m_doc = "Compiled kernels of ipy_memory (optional): see _kernels.py for their numpy twins.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void)
+{
+    crc32_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "FAST_CRC32", crc32_fast) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,60 @@
+/* Shared by the C files of ipy_memory._speedups (see module.c): the array-argument helpers and
+ * the build's choice of SIMD code. */
+#ifndef IPY_MEMORY_SPEEDUPS_H
+#define IPY_MEMORY_SPEEDUPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Function multi-versioning: one build runs AVX-512 (x86-64-v4) or AVX2 + FMA (x86-64-v3) code
+ * where the CPU has it, baseline SSE2 elsewhere. (Plain "avx512f" lacks FMA and AVX512BW's byte
+ * conversions: 1.8x slower here.) ifuncs need glibc and GCC 12 names these levels; other
+ * compilers and platforms get the baseline loop, still auto-vectorised. */
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12
+#define MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MULTIVERSION
+#endif
+
+
+/* A kernel's array arguments: each described by a Spec, acquired through the buffer protocol by
+ * take_all, and all released by release whatever happened in between. */
+typedef struct {
+    Py_buffer view;
+    int held;
+} Arg;
+
+typedef struct {
+    const char *name;
+    int ndim;
+    const char *formats; /* the struct codes accepted */
+    int flags;
+} Spec;
+
+#define NONE_OK 1 /* None is accepted (the argument is then not held: DATA gives NULL) */
+#define WRITABLE 2
+
+#define DATA(arg, type) ((arg).held ? (type *)(arg).view.buf : NULL)
+#define LEN(arg) ((arg).held ? (arg).view.shape[0] : 0)
+
+int take_all(Arg *args, PyObject *const *objs, const Spec *specs, int n);
+PyObject *release(Arg *args, int n, int ok);
+
+/* the kernels, one PyCFunction each (METH_VARARGS), and their docstrings */
+#define KERNEL(name) PyObject *name(PyObject *self, PyObject *args); extern const char name##_doc[];
+KERNEL(column_scores)
+KERNEL(bm25_add)
+KERNEL(context_add)
+KERNEL(priors)
+KERNEL(nonzero)
+KERNEL(hash_rows)
+KERNEL(index_terms)
+KERNEL(crc32)
+#undef KERNEL
+void crc32_init(void);
+extern int crc32_fast;
+
+#endif
