@@ -22,6 +22,7 @@ if os.environ.get("IPY_MEMORY_PURE_PYTHON", "").strip().lower() in ("1", "true",
     _speedups = None
 
 COMPILED = _speedups is not None
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)     # the hashing embedder's bigram mixing constant
 
 
 def column_scores_numpy(cols: np.ndarray, dims: np.ndarray, weights: np.ndarray, scale: np.ndarray,
@@ -101,8 +102,6 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
                            weights=np.where(hb >> np.uint64(63), 1.0, -1.0), minlength=n * dim)
     out[:] = acc.reshape(n, dim)
 
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:

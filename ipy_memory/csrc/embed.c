@@ -106,7 +106,5 @@ PyObject *hash_rows(PyObject *self, PyObject *args)
     PyMem_RawFree(stamp);
     PyMem_RawFree(order);
     PyMem_RawFree(acc);
-    if (bad)
-        PyErr_Format(PyExc_IndexError, "hash_rows: %zd features' slots are not below dim", bad);
-    return release(a, N, !bad);
+    return release_checked(a, N, bad, "hash_rows", "features' slots are not below dim");
 }

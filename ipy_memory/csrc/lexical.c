@@ -54,9 +54,7 @@ PyObject *bm25_add(PyObject *self, PyObject *args)
         out[x] += c * tf[k] / (tf[k] + nm);
     }
     Py_END_ALLOW_THREADS
-    if (bad)
-        PyErr_Format(PyExc_IndexError, "bm25_add: %zd postings index past the arrays", bad);
-    return release(a, N, !bad);
+    return release_checked(a, N, bad, "bm25_add", "postings index past the arrays");
 }
 
 const char context_add_doc[] = PyDoc_STR(
@@ -153,9 +151,7 @@ PyObject *context_add(PyObject *self, PyObject *args)
         }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(near);
-    if (bad)
-        PyErr_Format(PyExc_IndexError, "context_add: %zd postings index past the arrays", bad);
-    return release(a, N, !bad);
+    return release_checked(a, N, bad, "context_add", "postings index past the arrays");
 }
 
 /* ------------------------------------------------------------------------------ whole-array passes */

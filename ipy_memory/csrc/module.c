@@ -58,6 +58,15 @@ PyObject *release(Arg *args, int n, int ok)
     Py_RETURN_NONE;
 }
 
+/* release(), after a loop that skipped `bad` indices out of range instead of reading them: then
+ * IndexError naming the kernel and `what` was out of range. */
+PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, const char *what)
+{
+    if (bad)
+        PyErr_Format(PyExc_IndexError, "%s: %zd %s", kernel, bad, what);
+    return release(args, n, !bad);
+}
+
 /* ------------------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {

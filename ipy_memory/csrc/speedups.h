@@ -42,6 +42,7 @@ typedef struct {
 
 int take_all(Arg *args, PyObject *const *objs, const Spec *specs, int n);
 PyObject *release(Arg *args, int n, int ok);
+PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, const char *what);
 
 /* the kernels, one PyCFunction each (METH_VARARGS), and their docstrings */
 #define KERNEL(name) PyObject *name(PyObject *self, PyObject *args); extern const char name##_doc[];
