@@ -1,8 +1,8 @@
 """Exact top-k for sparse queries: a column-major int8 copy of a space's float16 vectors.
 
 The hashing embedder's query vectors are zero in most dimensions (a 2-5 word query: 59 of 384 at
-the median), but a row-major scan reads every dimension of every row: usearch's exact float16
-scan of 152k rows takes 9-14 ms on this machine. Stored by column, a query reads only its own
+the median), but a row-major scan reads every dimension of every row: the compiled exact float16
+scan of 152k rows takes 9.5 ms on this machine (usearch's 25 on one core). Stored by column, a query reads only its own
 dimensions: per part of a scan, one pass that sums the query's weights times those columns
 (`_kernels.column_scores`: compiled, 152k rows and 59 dimensions in about 0.4 ms; its numpy twin,
 a gather and an einsum, takes 3 ms). The columns are int8: half the memory of int16 for the same

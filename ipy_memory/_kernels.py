@@ -37,6 +37,19 @@ def column_scores_numpy(cols: np.ndarray, dims: np.ndarray, weights: np.ndarray,
         out[~alive] = -np.inf
 
 
+def half_dots_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray | None, out: np.ndarray,
+                    simd: bool = True) -> None:
+    """out[k, j] = queries[k] . mat[j] (float32) for the (n, dim) float16 rows of `mat`, -inf where
+    `alive` is False; out is (len(queries), n). In blocks of rows: a float32 copy of all of them would
+    double the memory a scan needs. (The package scans with usearch when the extension is not built:
+    faster than this twin, which is the tests' reference.)"""
+    for lo in range(0, len(mat), 16384):
+        block = mat[lo:lo + 16384].astype(np.float32)
+        out[:, lo:lo + len(block)] = queries @ block.T
+    if alive is not None:
+        out[:, ~alive] = -np.inf
+
+
 def bm25_add_numpy(out: np.ndarray, slots: np.ndarray, tf: np.ndarray, norm: np.ndarray | None,
                    lens: np.ndarray | None, shared: np.ndarray | None, flat: float, coef: float) -> None:
     """out[slots] += coef * tf / (tf + nm) (float32), nm = flat where `shared`, else norm[lens[slots]]
@@ -139,11 +152,16 @@ def _flatnonzero(values: np.ndarray) -> np.ndarray:
 
 
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
+half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
+# ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
+# regexes
+ascii_words = _speedups.ascii_words if COMPILED else None
+ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32

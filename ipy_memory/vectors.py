@@ -1,6 +1,9 @@
 """Vector search over one space: exact SIMD scan of a float16 matrix, plus an HNSW graph for large
 spaces of real-model vectors.
 
+The exact scan is `_kernels.half_dots` (compiled; usearch's exact search where the extension is not
+built), then exact float32 rescoring of its candidates (`rows_dot`).
+
 Measured on this machine (2 cores): building a usearch HNSW graph costs 1.6k-7k inserts/s while an
 exact float16 scan of 100k vectors takes a few milliseconds. So the graph is only built where it
 pays: for a real embedding model's vectors (`Settings.vector_index`) in a space of more than
@@ -20,10 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _kernels
 from ._colscan import ColumnsMixin, rows_dot
 from ._columns import AscendingKeys, Column
 from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
+from ._topk import largest
 from .config import Settings
 
 
@@ -227,15 +232,30 @@ class VectorShard(_Rows, ColumnsMixin):
         return low if low.any() else None
 
     def _exact_rows(self, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
-        """Per query, the live rows from `start` on nearest in float16 (one scan pass for all queries)."""
+        """Per query, the (at most k) live rows from `start` on nearest by their float16 vectors (one
+        scan pass for all queries; the caller rescores them exactly)."""
         mat = self.mat.view[start:]
         if not len(mat):
             return [np.zeros(0, np.int64) for _ in qs]
+        if _kernels.COMPILED:
+            return self._exact_rows_compiled(mat, qs, start, k)
         dead = int((~self.alive.view[start:]).sum()) if self.dead else 0
         want = min(len(mat), k + dead)
         m = exact_cosine(mat, qs.astype(np.float16), want, threads=_scan_threads(len(mat)))
         found = np.asarray(m.keys, np.int64).reshape(len(qs), -1)[:, :want] + start
         return [rows[(rows >= start) & self.alive.view[np.clip(rows, 0, self.keys.size - 1)]][:k] for rows in found]
+
+    def _exact_rows_compiled(self, mat: np.ndarray, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
+        # float16 dots by F16C (100k rows: 9.5 ms on one core against usearch's 25, 16 on two), and
+        # no usearch import on the way (~60-100 ms with its urllib, tqdm and onnxruntime imports)
+        sims = np.empty((len(qs), len(mat)), np.float32)
+        _kernels.half_dots(mat, np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None,
+                           sims)
+        out = []
+        for row_sims in sims:
+            rows = largest(row_sims, k)
+            out.append(rows[np.isfinite(row_sims[rows])] + start)      # -inf: dead rows, when few live
+        return out
 
     def search_many(self, qs: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """`search` for several queries: one exact scan pass serves them all (about 2x faster)."""

@@ -1,5 +1,6 @@
-"""`import ipy_memory` stays light: usearch loads at the first vector search, onnxruntime just before
-it (never after it, ipy_memory/_native.py), and a kernel that recalls lexically loads neither."""
+"""`import ipy_memory` stays light: usearch loads at its first use, onnxruntime just before it (never
+after it, ipy_memory/_native.py); a kernel that recalls lexically loads neither, nor does one whose
+vector searches are exact scans by the compiled kernel."""
 
 import importlib.util
 import subprocess
@@ -22,6 +23,12 @@ with MemoryEngine(sys.argv[1], project="p", embedder="hash") as mem:
     assert "onnxruntime" not in sys.modules, "loaded by a lexical recall"
     mem.settings = Settings(vector_weight_hash=0.5)
     assert len(mem.recall("otter", scope="project"))
+    from ipy_memory import _kernels
+    if _kernels.COMPILED:       # the exact scan is the extension's: nothing else needed
+        assert "usearch" not in sys.modules, "loaded by an exact vector scan"
+        assert "onnxruntime" not in sys.modules, "loaded by an exact vector scan"
+        from ipy_memory._native import usearch
+        usearch()               # (an HNSW graph, a colder tier): the first use
 order = [m for m in sys.modules if m in ("onnxruntime", "usearch.compiled")]
 assert order == (["onnxruntime", "usearch.compiled"] if installed else ["usearch.compiled"]), order
 """
@@ -43,7 +50,7 @@ def run(script, *args):
     assert out.returncode == 0, out.stderr
 
 
-def test_usearch_loads_at_the_first_vector_search_after_onnxruntime(tmp_path):
+def test_usearch_loads_at_its_first_use_after_onnxruntime(tmp_path):
     with MemoryEngine(tmp_path / "store", project="p", embedder="hash") as mem:
         mem.remember("the otter sleeps in the kelp")
     run(SCRIPT, str(tmp_path / "store"))

@@ -1,9 +1,10 @@
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import _text, block
+from ipy_memory import _kernels, _text, block
 
 
 def test_terms_stem_and_drop_stop_words():
@@ -70,21 +71,51 @@ _PLAIN_CUES = {
 }
 
 
-def test_fast_cue_patterns_match_their_plain_definitions():
+def _cue_texts(alphabet: str, count: int = 30_000) -> list[str]:
     import random
     rng = random.Random(7)
-    alphabet = "aA1:.,_ \u017fK\u00df\u0130\u5e749\u0663\u00e9-\n?!OndsmtwyJfecEh"
-    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))) for _ in range(30_000)]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))) for _ in range(count)]
     texts += ["\uff2donday", "MONDAY", "\u017fummer", "x1999", "1999", "12:30", "1:300", "Marching", "mar_ch",
               "Septembers", "\u0663\u0663:\u0663\u0663", "3.5", "3.", ".5", "a3", "3a", "Few", "Hi. Bob", "Hi.Bob",
-              "Bob", " Bob", "x Bob", "on 8 May, 2023 at 1:56 pm", "I met Caroline last weekend"]
+              "Bob", " Bob", "x Bob", "on 8 May, 2023 at 1:56 pm", "I met Caroline last weekend", "Hi.\x1fBob",
+              "?\x0bBob", "!\tBob", "\x00 Bob", ". Bob", ".  Bob", "_Bob", "1Bob", "a:12", "9:1", "Bo"]
     words = re.findall(r"[a-z]{2,}", " ".join(p.pattern for p in _PLAIN_CUES.values()))   # every listed word
-    texts += [f"{a}{v}{b}" for w in words for v in (w, w.upper(), w.title(), w[:3])
-              for a, b in (("", ""), ("x", ""), ("", "x"), ("", "s"), ("_", ""), ("1", ""), ("on ", "."))]
+    texts += [f"{a}{v}{b}" for w in words for v in (w, w.upper(), w.title(), w[:3], w[:-1])
+              for a, b in (("", ""), ("x", ""), ("", "x"), ("", "s"), ("_", ""), ("1", ""), ("on ", "."), ("", "2"))]
+    return texts
+
+
+def test_fast_cue_patterns_match_their_plain_definitions():
+    texts = _cue_texts("aA1:.,_ \u017fK\u00df\u0130\u5e749\u0663\u00e9-\n?!OndsmtwyJfecEh")
     for name, plain in _PLAIN_CUES.items():
         fast = getattr(_text, name)
         differ = [t for t in texts if bool(fast.search(t)) != bool(plain.search(t))]
         assert not differ, (name, differ[:5])
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+def test_compiled_ascii_cues_say_what_the_regexes_say():
+    regexes = (_text._NUMBER, _text._TIME, _text._NAME)
+    texts = _cue_texts("aA1:.,_ \x1f\x0b\t\x00-\n?!OndsmtwyJfecEhMDST0", 60_000)
+    ascii_texts = [t for t in texts if t.isascii()]
+    assert len(ascii_texts) > 50_000
+    differ = [t for t in ascii_texts if _kernels.ascii_cues(t) != _text._flags(t, regexes)]
+    assert not differ, differ[:5]
+    assert _kernels.ascii_cues("in Mai 2023 \u5e74") is None           # not ASCII: the regexes decide
+    assert _text.answer_cues("in Mai 2023 \u5e74") == 1 | 2 | 4
+    with pytest.raises(TypeError):
+        _kernels.ascii_cues(b"May")
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=80)
+       | st.lists(st.sampled_from(sorted(_text.STOP_WORDS) + ["A", "I", "x", "7", "42", "Don't", "e_mail", "3rd",
+                                                             "THE", "\x00", "\x7f", " ", "-", "\n"]),
+                  max_size=20).map(" ".join))
+def test_compiled_ascii_words_are_the_python_ones(text):
+    assert _kernels.ascii_words(text, _text.STOP_WORDS) == _text._words_python(text)
+    assert _kernels.ascii_words(text + "\u00e9", _text.STOP_WORDS) is None
 
 
 def test_block_frame_and_escaping():

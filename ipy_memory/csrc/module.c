@@ -7,8 +7,8 @@
  * the GIL released, so two threads can scan two parts of one query at once.
  *
  * This file holds the argument helpers (speedups.h) and the module; the kernels are in scan.c
- * (the column scan), lexical.c (BM25 loops, word indexing), embed.c (the hashing embedder) and
- * crc.c (snapshot checksums).
+ * (the column scan, the exact float16 scan), lexical.c (BM25 loops, word indexing), text.c (ASCII
+ * words and answer cues), embed.c (the hashing embedder) and crc.c (snapshot checksums).
  */
 #include "speedups.h"
 
@@ -71,6 +71,7 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 
 static PyMethodDef methods[] = {
     {"column_scores", column_scores, METH_VARARGS, column_scores_doc},
+    {"half_dots", half_dots, METH_VARARGS, half_dots_doc},
     {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
     {"context_add", context_add, METH_VARARGS, context_add_doc},
     {"priors", priors, METH_VARARGS, priors_doc},
@@ -78,6 +79,8 @@ static PyMethodDef methods[] = {
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
     {"index_terms", index_terms, METH_VARARGS, index_terms_doc},
+    {"ascii_cues", ascii_cues, METH_O, ascii_cues_doc},
+    {"ascii_words", ascii_words, METH_VARARGS, ascii_words_doc},
     {NULL, NULL, 0, NULL},
 };
 

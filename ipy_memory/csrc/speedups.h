@@ -47,12 +47,15 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 /* the kernels, one PyCFunction each (METH_VARARGS), and their docstrings */
 #define KERNEL(name) PyObject *name(PyObject *self, PyObject *args); extern const char name##_doc[];
 KERNEL(column_scores)
+KERNEL(half_dots)
 KERNEL(bm25_add)
 KERNEL(context_add)
 KERNEL(priors)
 KERNEL(nonzero)
 KERNEL(hash_rows)
 KERNEL(index_terms)
+KERNEL(ascii_cues)
+KERNEL(ascii_words)
 KERNEL(crc32)
 #undef KERNEL
 void crc32_init(void);

@@ -1,0 +1,148 @@
+/* ASCII text's words (_text._words) and answer cues (_text.answer_cues: what its three regexes
+ * find), in one pass each. */
+#include "speedups.h"
+
+/* The words of _text._NUMBER and _text._TIME (whole tokens, any case), and _TIME's month prefixes
+ * (a token that starts with one and goes on in letters). tests/test_text_block.py checks every word
+ * of those patterns, in several spellings, against this scan. */
+static const char *const NUMBER_WORDS[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                                           "ten", "eleven", "twelve", "twenty", "thirty", "hundred", "thousand",
+                                           "dozen", "several", "few", "couple", NULL};
+static const char *const TIME_WORDS[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                                         "sunday", "yesterday", "today", "tomorrow", "tonight", "week", "weekend",
+                                         "month", "year", "ago", "last", "next", "since", "morning", "evening",
+                                         "summer", "winter", "spring", "autumn", "fall", NULL};
+static const char *const MONTHS[] = {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
+                                     "dec", NULL};
+#define LONGEST_WORD 9 /* "wednesday", "yesterday" */
+
+enum { NUMBER = 1, TIME = 2, NAME = 4 };
+
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_upper(unsigned char c) { return c >= 'A' && c <= 'Z'; }
+static int is_lower(unsigned char c) { return c >= 'a' && c <= 'z'; }
+static int is_letter(unsigned char c) { return is_upper(c) || is_lower(c); }
+static int is_word(unsigned char c) { return is_letter(c) || is_digit(c) || c == '_'; }            /* re's \w */
+static int is_space(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) || (c >= 28 && c <= 31); } /* \s */
+
+static int listed(const char *word, size_t n, const char *const *list)
+{
+    for (; *list; list++)
+        if (strlen(*list) == n && memcmp(*list, word, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* The cues of the token s[0..n) (a maximal run of word characters) at offset `at` of the text. */
+static int token_cues(const unsigned char *text, Py_ssize_t at, Py_ssize_t n)
+{
+    const unsigned char *s = text + at;
+    Py_ssize_t digits = 0, letters = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        digits += is_digit(s[i]);
+        letters += is_letter(s[i]);
+    }
+    int cues = 0;
+    if (digits == n) {
+        cues |= NUMBER;
+        if (n == 4 && ((s[0] == '1' && s[1] == '9') || (s[0] == '2' && s[1] == '0')))
+            cues |= TIME;
+    }
+    if (letters == n) {
+        char low[LONGEST_WORD];
+        const Py_ssize_t m = n < LONGEST_WORD ? n : LONGEST_WORD;
+        for (Py_ssize_t i = 0; i < m; i++)
+            low[i] = (char)(s[i] | 0x20);
+        if (n <= LONGEST_WORD) {
+            cues |= listed(low, (size_t)n, NUMBER_WORDS) ? NUMBER : 0;
+            cues |= listed(low, (size_t)n, TIME_WORDS) ? TIME : 0;
+        }
+        if (n >= 3 && listed(low, 3, MONTHS))
+            cues |= TIME;
+    }
+    /* _NAME: a capital, two lower-case letters, not the text's first character, not after ". " */
+    if (at > 0 && n >= 3 && is_upper(s[0]) && is_lower(s[1]) && is_lower(s[2])
+        && !(at >= 2 && strchr(".!?", text[at - 2]) && text[at - 2] && is_space(text[at - 1])))
+        cues |= NAME;
+    return cues;
+}
+
+const char ascii_cues_doc[] = PyDoc_STR(
+"ascii_cues(text) -> int | None\n--\n\n"
+"_text.answer_cues(text) for ASCII text (bit 1 a number, 2 a time, 4 a proper name: what the regexes\n"
+"_text._NUMBER, _TIME and _NAME find), None for other text (the regexes then run).");
+
+PyObject *ascii_cues(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_cues: text must be a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(arg))
+        Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(arg);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    int cues = 0;
+    for (Py_ssize_t i = 1; i + 2 < n && !(cues & TIME); i++)       /* "\d:\d\d", anywhere */
+        if (s[i] == ':' && is_digit(s[i - 1]) && is_digit(s[i + 1]) && is_digit(s[i + 2]))
+            cues |= TIME;
+    for (Py_ssize_t i = 0; i < n && cues != (NUMBER | TIME | NAME);) {
+        if (!is_word(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && is_word(s[i]))
+            i++;
+        cues |= token_cues(s, start, i - start);
+    }
+    return PyLong_FromLong(cues);
+}
+
+/* ------------------------------------------------------------------------------ ASCII words */
+
+const char ascii_words_doc[] = PyDoc_STR(
+"ascii_words(text, stop_words) -> tuple | None\n--\n\n"
+"_text._words(text) for ASCII text: its runs of letters and digits, lower-cased, without the words in\n"
+"the set stop_words and without single letters (single digits stay); None for other text.");
+
+PyObject *ascii_words(PyObject *self, PyObject *args)
+{
+    PyObject *text, *stop;
+    if (!PyArg_ParseTuple(args, "UO!:ascii_words", &text, &PyFrozenSet_Type, &stop))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text))
+        Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PyList_New(0), *result = NULL;
+    if (!out)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n;) {
+        if (!is_letter(s[i]) && !is_digit(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i;
+        while (i < n && (is_letter(s[i]) || is_digit(s[i])))
+            i++;
+        if (i - start == 1 && !is_digit(s[start]))
+            continue;
+        PyObject *word = PyUnicode_New(i - start, 127);
+        if (!word)
+            goto done;
+        Py_UCS1 *w = PyUnicode_1BYTE_DATA(word);
+        for (Py_ssize_t j = start; j < i; j++)
+            w[j - start] = is_upper(s[j]) ? (Py_UCS1)(s[j] | 0x20) : s[j];
+        int skip = PySet_Contains(stop, word);
+        if (skip < 0 || (!skip && PyList_Append(out, word) < 0)) {
+            Py_DECREF(word);
+            goto done;
+        }
+        Py_DECREF(word);
+    }
+    result = PyList_AsTuple(out);
+done:
+    Py_DECREF(out);
+    return result;
+}
