@@ -30,6 +30,15 @@ def _log_tf(most: int) -> np.ndarray:
     return _log_tf_table(1 << max(most - 1, 0).bit_length())
 
 
+def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
+    """`a`, or a copy of its first `used` items with room for `need` (capacity doubled)."""
+    if need <= len(a):
+        return a
+    out = np.zeros(max(need, 2 * len(a)), a.dtype)
+    out[:used] = a[:used]
+    return out
+
+
 def _h64(feature: str) -> int:
     return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
 
@@ -49,12 +58,16 @@ class HashEmbedder(Embedder):
         self._clear()
 
     def _clear(self) -> None:
-        # word -> (its 64-bit hash, first feature, feature count): features of every cached word
-        # sit in two flat arrays, so a batch gathers them with one index instead of per-word arrays
-        self._cache: dict[str, tuple[int, int, int]] = {}
+        # word -> its entry: the entry's 64-bit word hash, first feature and feature count sit in
+        # three arrays, the features of every entry in two more, so a batch gathers all of them with
+        # one index per array instead of reading tuples word by word
+        self._cache: dict[str, int] = {}
+        self._hash = np.zeros(256, np.uint64)
+        self._first = np.zeros(256, np.int64)
+        self._count = np.zeros(256, np.int64)
         self._slots = np.zeros(1024, np.int32)         # each feature's dimension
         self._signs = np.zeros(1024, np.int8)          # ... and its sign
-        self._used = 0
+        self._used = 0                                 # features stored
 
     def _features(self, word: str) -> tuple[int, list[int]]:
         """The word's hash and its features' hashes: the word itself and its char n-grams."""
@@ -73,32 +86,42 @@ class HashEmbedder(Embedder):
                 grams.clear()
         return h, feats
 
-    def _lookup(self, words: list[str]) -> tuple[list[tuple[int, int, int]], np.ndarray, np.ndarray]:
-        """Each (distinct) word's cache entry, hashing the words not seen before in one numpy pass
-        (a pass per word cost more than the hashing), and the feature arrays the entries index."""
+    def _lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The (distinct) words' hashes, first features and feature counts, and the feature arrays
+        those index; the words not seen before are hashed and stored in one numpy pass (a pass per
+        word cost more than the hashing)."""
         with self._lock:
             if len(self._cache) + len(words) > self._cache_size:
                 self._clear()                        # between batches: a batch's entries stay valid
-            cache, entries, new, added = self._cache, [], [], {}
-            for w in words:
-                e = cache.get(w)
-                if e is None:
-                    h, feats = self._features(w)
-                    e = added[w] = (h, self._used + len(new), len(feats))
-                    new.extend(feats)
-                entries.append(e)
-            if new:     # cached only once their features are stored: an interrupt leaves no bad entry
-                hs = np.array(new, np.uint64)
-                end = self._used + len(hs)
-                if end > len(self._slots):
-                    cap = max(end, 2 * len(self._slots))
-                    self._slots = np.concatenate([self._slots[:self._used], np.zeros(cap - self._used, np.int32)])
-                    self._signs = np.concatenate([self._signs[:self._used], np.zeros(cap - self._used, np.int8)])
-                self._slots[self._used:end] = hs % np.uint64(self.dim)
-                self._signs[self._used:end] = np.where(hs >> np.uint64(63), 1, -1)
-                self._used = end
-                cache.update(added)
-            return entries, self._slots, self._signs
+            cache = self._cache
+            found = list(map(cache.get, words))
+            if None in found:
+                self._add([w for w, e in zip(words, found) if e is None])
+                found = list(map(cache.__getitem__, words))
+            at = np.array(found, np.int64)
+            return self._hash[at], self._first[at], self._count[at], self._slots, self._signs
+
+    def _add(self, words: list[str]) -> None:
+        """Hash and store new words (under the lock). They enter the cache only once their entries
+        and features are stored: an interrupt leaves no bad entry."""
+        hashes, firsts, counts, feats = [], [], [], []
+        for w in words:
+            h, f = self._features(w)
+            hashes.append(h)
+            firsts.append(self._used + len(feats))
+            counts.append(len(f))
+            feats.extend(f)
+        n, used = len(self._cache), self._used
+        self._hash, self._first, self._count = (_grown(a, n, n + len(words)) for a in (self._hash, self._first, self._count))
+        self._slots, self._signs = (_grown(a, used, used + len(feats)) for a in (self._slots, self._signs))
+        self._hash[n:n + len(words)] = hashes
+        self._first[n:n + len(words)] = firsts
+        self._count[n:n + len(words)] = counts
+        hs = np.array(feats, np.uint64)
+        self._slots[used:used + len(hs)] = hs % np.uint64(self.dim)
+        self._signs[used:used + len(hs)] = np.where(hs >> np.uint64(63), 1, -1)
+        self._used = used + len(hs)
+        self._cache.update(zip(words, range(n, n + len(words))))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         n = len(texts)
@@ -107,12 +130,9 @@ class HashEmbedder(Embedder):
         if not flat:
             return np.zeros((n, self.dim), np.float32)
         local = {w: i for i, w in enumerate(dict.fromkeys(flat))}   # word -> id, by first appearance
-        entries, feat_slots, feat_signs = self._lookup(list(local))
+        hashes, firsts, counts, feat_slots, feat_signs = self._lookup(list(local))
         ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
         per = np.fromiter(map(len, per_text), np.int64, n)
         out = np.empty((n, self.dim), np.float32)
-        _kernels.hash_rows(ids, per, np.fromiter((e[1] for e in entries), np.int64, len(entries)),
-                           np.fromiter((e[2] for e in entries), np.int64, len(entries)),
-                           np.fromiter((e[0] for e in entries), np.uint64, len(entries)),
-                           feat_slots, feat_signs, _log_tf(int(per.max())), out)
+        _kernels.hash_rows(ids, per, firsts, counts, hashes, feat_slots, feat_signs, _log_tf(int(per.max())), out)
         return out
