@@ -13,6 +13,7 @@ from . import _validate as v
 from . import block as _block
 from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
+from ._removal import RemovalMixin
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._writer import BatchWriter
@@ -31,7 +32,7 @@ from ._writer import DOC_COLS as _DOC_COLS
 from ._writer import memory_row as _memory
 
 
-class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
+class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin):
     """Long-term memory over one data dir. Safe to open from several processes at once.
 
     >>> with MemoryEngine("/tmp/mem", project="demo") as mem:      # doctest: +SKIP
@@ -211,63 +212,6 @@ class MemoryEngine(LifecycleMixin, BackgroundMixin, EmbeddingMixin):
         self.shards.sync(force=True, own=writer.written)
         self._maybe_purge(now)
         return results
-
-    # ------------------------------------------------------------------------------ forgetting
-    @locked
-    def forget(self, id: str) -> dict:
-        """Remove a memory ('m-…') or one of its sections ('m-…#n') everywhere. Unknown id -> NotFound."""
-        self._check_open()
-        doc_id, ord_ = v.memory_id(id)
-        self._flush_accesses()
-        with self.store.write() as db:
-            if ord_ is None:
-                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                                  "WHERE d.id = ?", (doc_id,)).fetchall()
-                if not db.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount:
-                    raise NotFound(f"no memory {id!r} (never stored, forgotten, or expired and purged)")
-            else:
-                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                                  "WHERE d.id = ? AND n.ord = ?", (doc_id, ord_)).fetchall()
-                if not keys:
-                    raise NotFound(f"no memory section {id!r}")
-                db.execute("DELETE FROM nodes WHERE key = ?", (keys[0][0],))
-                self._rewrite_content(db, doc_id)
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
-        self.shards.sync(force=True)
-        return {"id": id, "removed_nodes": len(keys)}
-
-    def _rewrite_content(self, db, doc_id: str) -> None:
-        """After one section is forgotten, its text must leave the document's source too."""
-        rows = db.execute("SELECT n.depth, n.title, COALESCE(n.body, d.content) FROM nodes n JOIN documents d "
-                          "ON d.id = n.document_id WHERE d.id = ? ORDER BY n.ord", (doc_id,)).fetchall()
-        if not rows:
-            db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-            return
-        from ._text import content_hash
-        parts = [(("#" * depth + " " + title + "\n\n") if depth else "") + body for depth, title, body in rows]
-        content = "\n\n".join(parts)
-        db.execute("UPDATE nodes SET body = COALESCE(body, (SELECT content FROM documents WHERE id = ?)) "
-                   "WHERE document_id = ?", (doc_id, doc_id))
-        db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
-                   (content, content_hash(content), self.clock(), doc_id))
-
-    @locked
-    def purge_expired(self) -> int:
-        """Delete memories whose TTL has passed; returns how many documents were removed."""
-        self._check_open()
-        now = self.clock()
-        with self.store.write() as db:
-            keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                              "WHERE d.expires_at IS NOT NULL AND d.expires_at <= ?", (now,)).fetchall()
-            n = db.execute("DELETE FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
-        self.shards.sync(force=True)
-        return n
-
-    def _maybe_purge(self, now: float) -> None:
-        if now >= self._next_purge:
-            self._next_purge = now + 3600
-            self.purge_expired()
 
     @locked
     def backup(self, path: str | os.PathLike) -> dict:

@@ -9,12 +9,7 @@
 from __future__ import annotations
 
 import atexit
-import hashlib
-import os
-import re
-import shlex
 import sys
-import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
@@ -22,28 +17,16 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Int, Unicode, observe
 
 from . import tools
-from .config import SCOPES, Settings, default_session
+from ._magicline import HINTS, given, named_memory, provenance, scope_arg, shown_as_output, split_options
+from .config import SCOPES, Settings
 from .engine import MemoryEngine
-from .errors import IpyMemoryError
+from .errors import InvalidArgument, IpyMemoryError
 from .models import RememberResult
 
 __all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
 
 LIFECYCLE = ("dream", "rotate", "compact")       # %memdream, %memrotate, %memcompact when the engine has them
 _MISSING = object()
-_TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
-_HINTS = {
-    "NotFound": "list ids with %memories or %recall QUERY",
-    "StorageError": "use another store: %config MemoryMagics.data_dir = '/path/to/dir'",
-    "ReadOnlyError": "this store is read-only: %config MemoryMagics.data_dir = '/a/writable/dir'",
-    "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
-    "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
-}
-
-
-def _given(value, default):
-    """An option typed on the line wins, even 0 (which then fails validation loudly)."""
-    return default if value is None else value
 
 
 class RecallBlock(str):
@@ -64,24 +47,11 @@ def current_engine(shell=None) -> MemoryEngine:
     return magics.engine
 
 
-def _unquote(token: str) -> str:
-    try:
-        parts = shlex.split(token)
-    except ValueError:      # an unbalanced quote: keep it as typed
-        return token
-    return parts[0] if len(parts) == 1 else token
-
-
 def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
-    """'global+project' -> 'project+global' (canonical order); UsageError for unknown parts."""
-    if value is None:
-        return None
-    parts = {p.strip() for p in value.split("+")}
-    bad = parts - set(SCOPES)
-    if bad or not parts:
-        raise UsageError(f"unknown scope {value!r} for {what}: use session, project, global or a '+'-joined "
-                         "combination, e.g. -s project+global")
-    return "+".join(s for s in SCOPES if s in parts)
+    try:
+        return scope_arg(value, what)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
 
 
 @magics_class
@@ -131,7 +101,7 @@ class MemoryMagics(Magics):
                                             project=self.project or None, settings=settings)
             except IpyMemoryError as exc:
                 raise UsageError(f"cannot open the memory store: {exc}\n"
-                                 + _HINTS.get(type(exc).__name__, _HINTS["StorageError"])) from None
+                                 + HINTS.get(type(exc).__name__, HINTS["StorageError"])) from None
             self._engine_key = key
         return self._engine
 
@@ -227,11 +197,7 @@ class MemoryMagics(Magics):
 
     def _announce(self, result, invocation: str, summary: str | None = None):
         """Print the one-line summary, unless the result is about to be shown as the cell's output."""
-        raw = getattr(self._cell, "raw_cell", None) or ""
-        last = raw.strip().splitlines()[-1].strip() if raw.strip() else ""
-        shown = (raw.lstrip().startswith("%%") if invocation.startswith("%%")
-                 else last.split() == invocation.split())
-        if not shown or last.endswith(";"):
+        if not shown_as_output(getattr(self._cell, "raw_cell", None) or "", invocation):
             print(summary if summary is not None else result.summary())
         return result
 
@@ -244,31 +210,11 @@ class MemoryMagics(Magics):
     # ------------------------------------------------------------------------------ helpers
     def _parse(self, func, line: str, *, expand_text: bool = True):
         """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {})."""
-        parser = func.parser
-        opts, rest = [], line.strip()
-        while rest.startswith("-"):
-            m = _TOKEN.match(rest)
-            tok = _unquote(m.group(1))
-            if tok == "--":
-                rest = rest[m.end():].strip()
-                break
-            flag = tok.split("=", 1)[0]
-            action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
-            if action is None:
-                if re.match(r"^--?[A-Za-z]", tok):
-                    raise UsageError(f"unknown option {tok!r}; see %{func.__name__}? "
-                                     "(put -- before text that starts with '-')")
-                break   # '-5 degrees', '- a bullet': text
-            opts.append(tok)
-            rest = rest[m.end():].strip()
-            attached = "=" in tok or (not tok.startswith("--") and len(tok) > 2)   # --opt=value, -n5
-            if action.nargs != 0 and not attached:
-                m = _TOKEN.match(rest)
-                if not m:
-                    raise UsageError(f"option {tok} needs a value; see %{func.__name__}?")
-                opts.append(_unquote(m.group(1)))
-                rest = rest[m.end():].strip()
-        args = parser.parse_args(opts)
+        try:
+            opts, rest = split_options(func.parser, line, func.__name__)
+        except InvalidArgument as exc:
+            raise UsageError(str(exc)) from None
+        args = func.parser.parse_args(opts)
         if getattr(args, "expand", False) and expand_text:
             rest = self._expand(rest)
         return args, rest
@@ -284,28 +230,13 @@ class MemoryMagics(Magics):
                                  engine=self.engine, metadata=metadata)
         if result.is_error:
             kind = (result.data or {}).get("type", "")
-            hint = _HINTS.get(kind, f"usage: {usage}  (see {usage.split()[0]}?)")
+            hint = HINTS.get(kind, f"usage: {usage}  (see {usage.split()[0]}?)")
             raise UsageError(f"{result.data['error']}\n{hint}")
         return result.value
 
     def provenance(self, magic: str, source: str) -> dict:
         """Metadata for memories stored from IPython: where and when they came from."""
-        cell = self._cell
-        raw = getattr(cell, "raw_cell", None) or source
-        meta = {"source": "ipython", "magic": magic}
-        ns = self.shell.user_ns
-        notebook = ns.get("__vsc_ipynb_file__") or ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
-        if notebook:
-            meta["notebook"] = str(notebook)
-        if cell is not None and getattr(cell, "store_history", False):
-            meta["cell"] = self.shell.displayhook.prompt_count      # In[n] of the running cell
-        if getattr(cell, "cell_id", None):
-            meta["cell_id"] = cell.cell_id
-        meta["cell_sha256"] = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
-        kernel = getattr(self.shell, "kernel", None)
-        meta["kernel_session"] = getattr(getattr(kernel, "session", None), "session", None) or default_session()
-        meta["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return meta
+        return provenance(self.shell, self._cell, magic, source)
 
     def _search_scope(self, scope: str | None) -> str:
         return _scope_arg(scope) or _scope_arg(f"{self.scope}+project+global")
@@ -375,22 +306,10 @@ class MemoryMagics(Magics):
         replace = None
         if name:
             meta["name"] = name
-            replace = self._find_named(name, _scope_arg(scope))
+            replace = named_memory(self.engine, name, _scope_arg(scope))
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
         return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta),
                               "%%store")
-
-    def _find_named(self, name: str, scope: str) -> str | None:
-        offset = 0
-        while offset < 10_000:
-            page = self.engine.list_memories(scope=scope, limit=200, offset=offset)
-            for m in page:
-                if (m.metadata or {}).get("name") == name and (m.metadata or {}).get("source") == "ipython":
-                    return m.id
-            offset += len(page)
-            if not len(page) or offset >= page.total:
-                return None
-        return None
 
     @no_var_expand
     @magic_arguments()
@@ -416,8 +335,8 @@ class MemoryMagics(Magics):
         if not query.strip():
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
         arguments = dict(query=query, scope=self._search_scope(args.scope), project=args.project,
-                         limit=_given(args.limit, self.limit),
-                         max_tokens=_given(args.max_tokens, self.max_tokens), path=args.path)
+                         limit=given(args.limit, self.limit),
+                         max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
         result = self._call("memory_search", arguments, "%recall [-n LIMIT] [-s SCOPE] [--block] QUERY")
         return RecallBlock(result.block) if args.block else result
 

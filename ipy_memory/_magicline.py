@@ -1,0 +1,125 @@
+"""What the magics do with a line and a cell that needs no IPython import: splitting options from free
+text, scope arguments, provenance metadata, whether a result is about to be shown as the cell's output,
+the memory a %%store NAME cell stored before.
+
+Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (a message, no traceback).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import time
+
+from .config import SCOPES, default_session
+from .errors import InvalidArgument
+
+# one token: quoted parts kept whole, or a run of non-space characters
+_TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
+
+# what to do next, by the error's class name
+HINTS = {
+    "NotFound": "list ids with %memories or %recall QUERY",
+    "StorageError": "use another store: %config MemoryMagics.data_dir = '/path/to/dir'",
+    "ReadOnlyError": "this store is read-only: %config MemoryMagics.data_dir = '/a/writable/dir'",
+    "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
+    "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
+}
+
+
+def given(value, default):
+    """An option typed on the line wins, even 0 (which then fails validation loudly)."""
+    return default if value is None else value
+
+
+def unquote(token: str) -> str:
+    try:
+        parts = shlex.split(token)
+    except ValueError:      # an unbalanced quote: keep it as typed
+        return token
+    return parts[0] if len(parts) == 1 else token
+
+
+def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
+    """The leading options of `line` that argparse `parser` knows (as tokens for parse_args), and the
+    rest of the line verbatim (quotes, $, {} kept): free text starts at the first token that is no
+    option ('-5 degrees', '- a bullet'), or after '--'."""
+    opts, rest = [], line.strip()
+    while rest.startswith("-"):
+        m = _TOKEN.match(rest)
+        tok = unquote(m.group(1))
+        if tok == "--":
+            rest = rest[m.end():].strip()
+            break
+        flag = tok.split("=", 1)[0]
+        action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
+        if action is None:
+            if re.match(r"^--?[A-Za-z]", tok):
+                raise InvalidArgument(f"unknown option {tok!r}; see %{magic}? (put -- before text that starts with '-')")
+            break
+        opts.append(tok)
+        rest = rest[m.end():].strip()
+        attached = "=" in tok or (not tok.startswith("--") and len(tok) > 2)   # --opt=value, -n5
+        if action.nargs != 0 and not attached:
+            m = _TOKEN.match(rest)
+            if not m:
+                raise InvalidArgument(f"option {tok} needs a value; see %{magic}?")
+            opts.append(unquote(m.group(1)))
+            rest = rest[m.end():].strip()
+    return opts, rest
+
+
+def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
+    """'global+project' -> 'project+global' (canonical order); InvalidArgument for unknown parts."""
+    if value is None:
+        return None
+    parts = {p.strip() for p in value.split("+")}
+    bad = parts - set(SCOPES)
+    if bad or not parts:
+        raise InvalidArgument(f"unknown scope {value!r} for {what}: use session, project, global or a '+'-joined "
+                              "combination, e.g. -s project+global")
+    return "+".join(s for s in SCOPES if s in parts)
+
+
+def shown_as_output(raw_cell: str, invocation: str) -> bool:
+    """Whether the cell ends with this magic call, unsilenced, so IPython shows what it returns."""
+    raw = raw_cell.strip()
+    last = raw.splitlines()[-1].strip() if raw else ""
+    shown = raw.startswith("%%") if invocation.startswith("%%") else last.split() == invocation.split()
+    return shown and not last.endswith(";")
+
+
+def provenance(shell, cell, magic: str, source: str) -> dict:
+    """Metadata for memories stored from IPython: where and when they came from. `cell` is the running
+    cell's ExecutionInfo (None outside a cell)."""
+    raw = getattr(cell, "raw_cell", None) or source
+    meta = {"source": "ipython", "magic": magic}
+    ns = shell.user_ns
+    notebook = ns.get("__vsc_ipynb_file__") or ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+    if notebook:
+        meta["notebook"] = str(notebook)
+    if cell is not None and getattr(cell, "store_history", False):
+        meta["cell"] = shell.displayhook.prompt_count      # In[n] of the running cell
+    if getattr(cell, "cell_id", None):
+        meta["cell_id"] = cell.cell_id
+    meta["cell_sha256"] = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+    kernel = getattr(shell, "kernel", None)
+    meta["kernel_session"] = getattr(getattr(kernel, "session", None), "session", None) or default_session()
+    meta["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return meta
+
+
+def named_memory(engine, name: str, scope: str) -> str | None:
+    """The id of the memory %%store NAME stored in `scope`, if any (the first 10,000 memories looked at)."""
+    offset = 0
+    while offset < 10_000:
+        page = engine.list_memories(scope=scope, limit=200, offset=offset)
+        for m in page:
+            if (m.metadata or {}).get("name") == name and (m.metadata or {}).get("source") == "ipython":
+                return m.id
+        offset += len(page)
+        if not len(page) or offset >= page.total:
+            return None
+    return None
