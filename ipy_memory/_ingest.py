@@ -47,6 +47,7 @@ class Prepared:
     space: str = ""
     redactions: int = 0
     vectors: np.ndarray | None = field(default=None, repr=False)
+    metadata_json: str | None = None   # `metadata` encoded as stored, when validation's encoding still holds
 
     def embedding_texts(self, context_chars: int) -> list[str]:
         return embedding_texts([(n.path, n.body, n.title) for n in self.nodes], context_chars)
@@ -93,6 +94,8 @@ class _Redactor:
         return value
 
     def meta(self, value):
+        if not self.on:
+            return value
         if isinstance(value, dict):
             return {self.text(k): self.meta(x) for k, x in value.items()}
         if isinstance(value, list):
@@ -102,7 +105,7 @@ class _Redactor:
 
 def _common(scope, project, importance, ttl, metadata):
     return (v.scope(scope), v.name(project, "project") if project is not None else None,
-            v.number(importance, "importance", 0.0, 1.0), v.ttl(ttl), v.metadata(metadata))
+            v.number(importance, "importance", 0.0, 1.0), v.ttl(ttl), *v.encoded_metadata(metadata))
 
 
 def prepare(item: dict, settings: Settings) -> Prepared:
@@ -113,11 +116,15 @@ def prepare(item: dict, settings: Settings) -> Prepared:
         raise InvalidArgument("missing 'content': the text to remember")
     content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
     title = v.optional_text(item.get("title"), "title")
-    scope, project, importance, ttl, metadata = _common(item.get("scope", "project"), item.get("project"),
-                                                         item.get("importance", 0.6), item.get("ttl"),
-                                                         item.get("metadata"))
+    scope, project, importance, ttl, metadata, meta_json = _common(item.get("scope", "project"), item.get("project"),
+                                                                   item.get("importance", 0.6), item.get("ttl"),
+                                                                   item.get("metadata"))
     r = _Redactor(settings.redact == "all")
-    content, title, metadata = r.text(content), r.text(title), r.meta(metadata)
+    content, title = r.text(content), r.text(title)
+    before = r.count
+    metadata = r.meta(metadata)
+    if r.count != before:
+        meta_json = None         # redacted: the writer encodes what is left
     redactions = r.count
     force = v.flag(item.get("force", False), "force")
     replace = item.get("replace")
@@ -136,7 +143,7 @@ def prepare(item: dict, settings: Settings) -> Prepared:
                                   hash=content_hash(sec.title + "\n" + sec.body)))
     return Prepared(content=content, title=title or default_title(content, sections), scope=scope, project=project,
                     importance=importance, ttl=ttl, force=force, replace=replace, metadata=metadata, kind="note",
-                    nodes=nodes, hash=content_hash(content), redactions=redactions)
+                    nodes=nodes, hash=content_hash(content), redactions=redactions, metadata_json=meta_json)
 
 
 def _message_text(msg: dict, i: int) -> str:
@@ -163,7 +170,7 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
     session_id = v.text(session_id, "session_id", max_chars=256)
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
-    scope, project, importance, ttl, metadata = _common(scope, project, importance, ttl, metadata)
+    scope, project, importance, ttl, metadata, _ = _common(scope, project, importance, ttl, metadata)
     r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
     session_id, metadata = r.text(session_id), r.meta(metadata)
     nodes, lines = [], []

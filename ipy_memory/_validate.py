@@ -112,9 +112,14 @@ def memory_id(value: Any) -> tuple[str, int | None]:
 
 
 def metadata(value: Any) -> dict | None:
+    return encoded_metadata(value)[0]
+
+
+def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
+    """The metadata and its JSON (as stored), or InvalidArgument."""
     import json
     if value is None:
-        return None
+        return None, None
     if not isinstance(value, dict):
         raise InvalidArgument(f"metadata must be a dict, not {type(value).__name__}")
     try:
@@ -125,4 +130,4 @@ def metadata(value: Any) -> dict | None:
         raise InvalidArgument("metadata is larger than 100 kB once encoded as JSON")
     if _LONE_SURROGATE.search(encoded) or "\\u0000" in encoded:
         raise InvalidArgument("metadata contains NUL or lone surrogates")
-    return value
+    return value, encoded

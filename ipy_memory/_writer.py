@@ -206,7 +206,9 @@ class BatchWriter:
         return results
 
     def _document(self, p: Prepared, doc_id: str, expires: float | None) -> None:
-        meta = json.dumps(p.metadata, ensure_ascii=False) if p.metadata is not None else None
+        meta = p.metadata_json
+        if meta is None and p.metadata is not None:
+            meta = json.dumps(p.metadata, ensure_ascii=False)
         row = (p.space, p.scope, p.project_name(self.e.project), self.e.session, p.kind, p.title, p.content,
                p.hash, p.importance, meta)
         if p.replace is not None:
