@@ -8,6 +8,7 @@ and `python -m ipy_memory selftest` reports it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zlib
 
@@ -133,6 +134,27 @@ def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int]
     return list(tf), list(tf.values())
 
 
+def blake2b64_python(text: str) -> int:
+    """The 8-byte BLAKE2b digest of the UTF-8 text, as a little-endian integer."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def gram_hashes_python(marked: str, grams: dict, sizes: tuple) -> list[int]:
+    """For each n in sizes and each n-character slice g of `marked`, in that order: grams[g], or
+    blake2b64_python("c|" + g), which is then stored in `grams`."""
+    out = []
+    for n in sizes:
+        if n < 1:
+            raise ValueError("gram_hashes: sizes must be positive integers")
+        for i in range(len(marked) - n + 1):
+            g = marked[i:i + n]
+            v = grams.get(g)
+            if v is None:
+                v = grams[g] = blake2b64_python("c|" + g)
+            out.append(v)
+    return out
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -158,6 +180,8 @@ context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
+blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
+gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
 # ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
 # regexes

@@ -353,3 +353,45 @@ def test_index_terms_errors_reach_the_caller():
         f(([1],), {}, lambda w: (1, True), {})             # an unhashable word
     with pytest.raises(TypeError):
         f(("kelp",), [], lambda w: (1, True), {})          # the cache must be a dict
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=300))
+def test_blake2b64_equals_hashlib(text):
+    assert _kernels._speedups.blake2b64(text) == _kernels.blake2b64_python(text)
+
+
+@compiled
+def test_blake2b64_at_block_edges_and_on_bad_input():
+    f = _kernels._speedups.blake2b64
+    for n in (0, 1, 63, 64, 127, 128, 129, 255, 256, 257, 1000, 4096):
+        for text in ("a" * n, "é" * n, "\U0001f600" * n):
+            assert f(text) == _kernels.blake2b64_python(text), (n, text[:1])
+    with pytest.raises(UnicodeEncodeError):
+        f("lone \ud800 surrogate")
+    with pytest.raises(UnicodeEncodeError):
+        _kernels.blake2b64_python("lone \ud800 surrogate")
+    with pytest.raises(TypeError):
+        f(b"bytes")
+
+
+@compiled
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.text(min_size=0, max_size=70), min_size=1, max_size=6),
+       sizes=st.sampled_from([(3, 4, 5), (1,), (2, 6), (40,)]))
+def test_gram_hashes_match_the_python_twin(words, sizes):
+    got, want = {}, {}
+    for w in words:            # a shared cache, as the embedder keeps one: later words reuse grams
+        marked = f"<{w}>"
+        assert _kernels._speedups.gram_hashes(marked, got, sizes) == _kernels.gram_hashes_python(marked, want, sizes)
+    assert got == want
+
+
+@compiled
+def test_gram_hashes_refuse_bad_sizes_in_both_twins():
+    for f in (_kernels._speedups.gram_hashes, _kernels.gram_hashes_python):
+        with pytest.raises(ValueError):
+            f("<word>", {}, (3, 0))
+        with pytest.raises(TypeError):
+            f("<word>", {}, (3.5,))

@@ -8,7 +8,8 @@
  *
  * This file holds the argument helpers (speedups.h) and the module; the kernels are in scan.c
  * (the column scan, the exact float16 scan), lexical.c (BM25 loops, word indexing), text.c (ASCII
- * words and answer cues), embed.c (the hashing embedder) and crc.c (snapshot checksums).
+ * words and answer cues), embed.c (the hashing embedder), blake2b.c (its feature and the index's term
+ * hashes) and crc.c (snapshot checksums).
  */
 #include "speedups.h"
 
@@ -81,6 +82,8 @@ static PyMethodDef methods[] = {
     {"index_terms", index_terms, METH_VARARGS, index_terms_doc},
     {"ascii_cues", ascii_cues, METH_O, ascii_cues_doc},
     {"ascii_words", ascii_words, METH_VARARGS, ascii_words_doc},
+    {"blake2b64", blake2b64, METH_O, blake2b64_doc},
+    {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -56,6 +56,8 @@ KERNEL(hash_rows)
 KERNEL(index_terms)
 KERNEL(ascii_cues)
 KERNEL(ascii_words)
+KERNEL(blake2b64)
+KERNEL(gram_hashes)
 KERNEL(crc32)
 #undef KERNEL
 void crc32_init(void);

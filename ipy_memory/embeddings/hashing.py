@@ -10,7 +10,6 @@ thousands of texts per second on one core.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import threading
 from itertools import chain
@@ -39,8 +38,7 @@ def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
     return out
 
 
-def _h64(feature: str) -> int:
-    return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
+_h64 = _kernels.blake2b64          # a feature's 64-bit hash: its 8-byte BLAKE2b digest, little-endian
 
 
 class HashEmbedder(Embedder):
@@ -70,20 +68,14 @@ class HashEmbedder(Embedder):
         self._used = 0                                 # features stored
 
     def _features(self, word: str) -> tuple[int, list[int]]:
-        """The word's hash and its features' hashes: the word itself and its char n-grams."""
+        """The word's hash and its features' hashes: the word itself and its char n-grams (an n-gram's
+        hash is cached: a new word mostly reuses n-grams of words seen before)."""
         h = _h64("w|" + word)
-        feats = [h]
-        if not _text.is_cjk(word):
-            w, grams = f"<{word}>", self._grams
-            for n in self.char_ngrams:
-                for i in range(len(w) - n + 1):
-                    g = w[i:i + n]
-                    v = grams.get(g)
-                    if v is None:
-                        v = grams[g] = _h64("c|" + g)
-                    feats.append(v)
-            if len(grams) >= self._cache_size:
-                grams.clear()
+        if _text.is_cjk(word):
+            return h, [h]
+        feats = [h] + _kernels.gram_hashes(f"<{word}>", self._grams, self.char_ngrams)
+        if len(self._grams) >= self._cache_size:
+            self._grams.clear()
         return h, feats
 
     def _lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

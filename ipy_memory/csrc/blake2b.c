@@ -1,0 +1,162 @@
+/* BLAKE2b with an 8-byte digest (RFC 7693), the hash of the hashing embedder's features and of the
+ * lexical index's terms: what hashlib.blake2b(text.encode(), digest_size=8) gives, read as a
+ * little-endian integer, without the ~0.7 us of Python calls around each hash. Unkeyed, sequential
+ * mode only; tests/test_kernels.py compares it with hashlib on random and edge-length inputs. */
+#include "speedups.h"
+
+static const uint64_t IV[8] = {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+                               0xa54ff53a5f1d36f1ULL, 0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL,
+                               0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+
+static const uint8_t SIGMA[10][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+};
+
+static inline uint64_t rotr(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--)
+        x = (x << 8) | p[i];
+    return x;
+}
+
+#define G(a, b, c, d, x, y)                                                                                          \
+    do {                                                                                                             \
+        v[a] += v[b] + (x);                                                                                          \
+        v[d] = rotr(v[d] ^ v[a], 32);                                                                                \
+        v[c] += v[d];                                                                                                \
+        v[b] = rotr(v[b] ^ v[c], 24);                                                                                \
+        v[a] += v[b] + (y);                                                                                          \
+        v[d] = rotr(v[d] ^ v[a], 16);                                                                                \
+        v[c] += v[d];                                                                                                \
+        v[b] = rotr(v[b] ^ v[c], 63);                                                                                \
+    } while (0)
+
+/* The compression function F on one 128-byte block; `counted` is the number of bytes hashed so far
+ * including this block (inputs here are far below 2^64 bytes: the counter's high word stays 0). */
+static void compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, int last)
+{
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 16; i++)
+        m[i] = load64(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = IV[i];
+    }
+    v[12] ^= counted;
+    if (last)
+        v[14] = ~v[14];
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *s = SIGMA[r % 10];
+        G(0, 4, 8, 12, m[s[0]], m[s[1]]);
+        G(1, 5, 9, 13, m[s[2]], m[s[3]]);
+        G(2, 6, 10, 14, m[s[4]], m[s[5]]);
+        G(3, 7, 11, 15, m[s[6]], m[s[7]]);
+        G(0, 5, 10, 15, m[s[8]], m[s[9]]);
+        G(1, 6, 11, 12, m[s[10]], m[s[11]]);
+        G(2, 7, 8, 13, m[s[12]], m[s[13]]);
+        G(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+    for (int i = 0; i < 8; i++)
+        h[i] ^= v[i] ^ v[i + 8];
+}
+
+/* The first 8 digest bytes of BLAKE2b-64 of data[0..n), as a little-endian integer: h[0]. */
+static uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n)
+{
+    uint64_t h[8];
+    memcpy(h, IV, sizeof h);
+    h[0] ^= 0x01010000ULL ^ 8; /* depth 1, fanout 1, no key, digest length 8 */
+    Py_ssize_t done = 0;
+    while (n - done > 128) {
+        compress(h, data + done, (uint64_t)(done + 128), 0);
+        done += 128;
+    }
+    uint8_t last[128] = {0};
+    memcpy(last, data + done, (size_t)(n - done));
+    compress(h, last, (uint64_t)n, 1);
+    return h[0];
+}
+
+const char blake2b64_doc[] = PyDoc_STR(
+"blake2b64(text) -> int\n--\n\n"
+"int.from_bytes(hashlib.blake2b(text.encode('utf-8'), digest_size=8).digest(), 'little')\n"
+"(_kernels.blake2b64_python).");
+
+PyObject *blake2b64(PyObject *self, PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "blake2b64: text must be a str");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(arg, &n); /* UnicodeEncodeError for lone surrogates, as encode() */
+    if (!utf8)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)utf8, n));
+}
+
+const char gram_hashes_doc[] = PyDoc_STR(
+"gram_hashes(marked, grams, sizes) -> list[int]\n--\n\n"
+"For each n in sizes and each n-character slice g of marked (in that order): grams[g], or\n"
+"blake2b64('c|' + g), which is then stored in the dict grams (_kernels.gram_hashes_python).");
+
+PyObject *gram_hashes(PyObject *self, PyObject *args)
+{
+    PyObject *marked, *grams, *sizes;
+    if (!PyArg_ParseTuple(args, "UO!O!:gram_hashes", &marked, &PyDict_Type, &grams, &PyTuple_Type, &sizes))
+        return NULL;
+    const Py_ssize_t len = PyUnicode_GET_LENGTH(marked);
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    uint8_t stack[128];
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sizes); k++) {
+        const Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, k));
+        if (n < 1) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "gram_hashes: sizes must be positive integers");
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i + n <= len; i++) {
+            PyObject *g = PyUnicode_Substring(marked, i, i + n), *v = NULL;
+            if (!g)
+                goto fail;
+            v = PyDict_GetItemWithError(grams, g); /* borrowed */
+            if (v)
+                Py_INCREF(v);
+            else if (!PyErr_Occurred()) {
+                Py_ssize_t m;
+                const char *utf8 = PyUnicode_AsUTF8AndSize(g, &m);
+                uint8_t *buf = utf8 && m + 2 > (Py_ssize_t)sizeof stack ? PyMem_Malloc((size_t)m + 2) : stack;
+                if (utf8 && buf) {
+                    buf[0] = 'c';
+                    buf[1] = '|';
+                    memcpy(buf + 2, utf8, (size_t)m);
+                    v = PyLong_FromUnsignedLongLong(blake2b_64(buf, m + 2));
+                    if (v && PyDict_SetItem(grams, g, v) < 0)
+                        Py_CLEAR(v);
+                } else if (utf8)
+                    PyErr_NoMemory();
+                if (buf && buf != stack)
+                    PyMem_Free(buf);
+            }
+            Py_DECREF(g);
+            if (!v || PyList_Append(out, v) < 0) {
+                Py_XDECREF(v);
+                goto fail;
+            }
+            Py_DECREF(v);
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
