@@ -163,6 +163,13 @@ def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: i
         np.multiply(score, np.float32(boost), out=score, where=(cues[:n] & asked) != 0)
 
 
+def add_runs_numpy(score: np.ndarray, first: np.ndarray, count: np.ndarray, values: np.ndarray,
+                   weight: float) -> None:
+    """score[first[j]:first[j] + count[j]] += float32(weight) * values[j] for each j, in order."""
+    slots = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(count.sum())
+    np.add.at(score, slots, np.float32(weight) * np.repeat(values, count))
+
+
 def flatnonzero_numpy(values: np.ndarray) -> np.ndarray:
     """Indices of the non-zero float32 values, ascending (on a mask: 3x faster than on the floats)."""
     return np.flatnonzero(values != 0)
@@ -178,6 +185,7 @@ half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
+add_runs = _speedups.add_runs if COMPILED else add_runs_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python

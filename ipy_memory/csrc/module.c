@@ -76,6 +76,7 @@ static PyMethodDef methods[] = {
     {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
     {"context_add", context_add, METH_VARARGS, context_add_doc},
     {"priors", priors, METH_VARARGS, priors_doc},
+    {"add_runs", add_runs, METH_VARARGS, add_runs_doc},
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
