@@ -2,8 +2,9 @@
 
 The hashing embedder's query vectors are zero in most dimensions (a 2-5 word query: 59 of 384 at
 the median), but a row-major scan reads every dimension of every row: the compiled exact float16
-scan of 152k rows takes 9.5 ms on this machine (usearch's 25 on one core). Stored by column, a query reads only its own
-dimensions: per part of a scan, one pass that sums the query's weights times those columns
+scan of 152k rows takes 9.3 ms on this machine (usearch's 26.6 on one core; benchmarks/kernels.py).
+Stored by column, a query reads only its own dimensions: per part of a scan, one pass that sums
+the query's weights times those columns
 (`_kernels.column_scores`: compiled, 152k rows and 59 dimensions in about 0.4 ms; its numpy twin,
 a gather and an einsum, takes 3 ms). The columns are int8: half the memory of int16 for the same
 certified answer (below), and with AVX-512's byte conversions the faster of the two (0.43 against

@@ -182,6 +182,8 @@ def _flatnonzero(values: np.ndarray) -> np.ndarray:
 
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
+# the compiled float16 scan beats usearch's only on its F16C path (x86 with AVX2): elsewhere usearch scans
+FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy

@@ -264,7 +264,8 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
         return
     hit = _union([x[0] for x in lists.values()])
     hit = hit[shard.doc_multi.view.take(hit)]
-    # the slots first[d] .. first[d] + count[d] - 1 of every hit document d (1M: 2.8 -> ~0.3 ms compiled)
+    # the slots first[d] .. first[d] + count[d] - 1 of every hit document d, one compiled loop (no
+    # repeat / arange temporaries or np.add.at: a fifth of a slow 1M query's lexical time before)
     _kernels.add_runs(score, st.doc_first.take(hit), st.doc_count.take(hit), dscore.take(hit), w)
 
 

@@ -1,8 +1,8 @@
 """Vector search over one space: exact SIMD scan of a float16 matrix, plus an HNSW graph for large
 spaces of real-model vectors.
 
-The exact scan is `_kernels.half_dots` (compiled; usearch's exact search where the extension is not
-built), then exact float32 rescoring of its candidates (`rows_dot`).
+The exact scan is `_kernels.half_dots` (compiled, on CPUs with F16C; usearch's exact search elsewhere
+and where the extension is not built), then exact float32 rescoring of its candidates (`rows_dot`).
 
 Measured on this machine (2 cores): building a usearch HNSW graph costs 1.6k-7k inserts/s while an
 exact float16 scan of 100k vectors takes a few milliseconds. So the graph is only built where it
@@ -237,7 +237,7 @@ class VectorShard(_Rows, ColumnsMixin):
         mat = self.mat.view[start:]
         if not len(mat):
             return [np.zeros(0, np.int64) for _ in qs]
-        if _kernels.COMPILED:
+        if _kernels.FAST_HALF_DOTS:
             return self._exact_rows_compiled(mat, qs, start, k)
         dead = int((~self.alive.view[start:]).sum()) if self.dead else 0
         want = min(len(mat), k + dead)
@@ -246,7 +246,8 @@ class VectorShard(_Rows, ColumnsMixin):
         return [rows[(rows >= start) & self.alive.view[np.clip(rows, 0, self.keys.size - 1)]][:k] for rows in found]
 
     def _exact_rows_compiled(self, mat: np.ndarray, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
-        # float16 dots by F16C (100k rows: 9.5 ms on one core against usearch's 25, 16 on two), and
+        # float16 dots by F16C (152k rows: 9.3 ms on one core against usearch's 26.6, 22.4 on two;
+        # benchmarks/kernels.py), and
         # no usearch import on the way (~60-100 ms with its urllib, tqdm and onnxruntime imports)
         sims = np.empty((len(qs), len(mat)), np.float32)
         _kernels.half_dots(mat, np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None,

@@ -129,3 +129,14 @@ def test_dedup_pool_small(tmp_path):
     assert "pairs at cosine >= 0.92" in out and int(out.split()[0].replace(",", "")) > 100
     rows = [line for line in out.splitlines() if line.startswith("| weighed terms | 4 |")]
     assert rows and rows[0].split("|")[3].strip() == "0"       # the engine's rule misses no English pair
+
+
+def test_kernels_quick(tmp_path):
+    from ipy_memory import _kernels
+    if not _kernels.COMPILED:
+        import pytest
+        pytest.skip("the kernels benchmark compares the compiled extension with its twins")
+    out = _run([str(BENCH / "kernels.py"), "--quick"], tmp_path).stdout
+    for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "ascii_words", "ascii_cues",
+                "blake2b64", "gram_hashes"):
+        assert row in out, row

@@ -112,3 +112,17 @@ def test_exact_vector_search_finds_the_float32_nearest_rows():
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
     for q, (got_keys, _) in zip(qs, shard.search_many(qs, 10)):
         assert got_keys.tolist() == shard.search(q, 10)[0].tolist()
+
+
+def test_the_f16c_scan_is_used_exactly_where_the_cpu_has_it():
+    """FAST_HALF_DOTS (the compiled scan replaces usearch's) follows the CPU's flags on Linux x86."""
+    import platform
+    from pathlib import Path
+    cpuinfo = Path("/proc/cpuinfo")
+    if not _kernels.COMPILED:
+        assert not _kernels.FAST_HALF_DOTS
+        return
+    if platform.machine() != "x86_64" or not cpuinfo.exists():
+        pytest.skip("flags read from /proc/cpuinfo on x86_64 Linux")
+    flags = set(next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")).split())
+    assert _kernels.FAST_HALF_DOTS == ({"avx2", "f16c", "fma"} <= flags)

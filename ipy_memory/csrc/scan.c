@@ -153,12 +153,21 @@ __attribute__((target("avx2,f16c,fma"))) static void half_dots_f16c(const uint16
 }
 #endif
 
+int half_dots_fast(void)
+{
+#ifdef HAVE_F16C_PATH
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
 static void half_dots_rows(const uint16_t *mat, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t dim, const float *qs,
                            Py_ssize_t nq, const uint8_t *alive, float *out, int simd)
 {
 #ifdef HAVE_F16C_PATH
-    __builtin_cpu_init();
-    if (simd && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma")) {
+    if (simd && half_dots_fast()) {
         half_dots_f16c(mat, stride, n, dim, qs, nq, alive, out);
         return;
     }

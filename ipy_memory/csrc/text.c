@@ -27,8 +27,8 @@ static int is_space(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) ||
 
 static int listed(const char *word, size_t n, const char *const *list)
 {
-    for (; *list; list++)
-        if (strlen(*list) == n && memcmp(*list, word, n) == 0)
+    for (; *list; list++)       /* the first letter rules out most entries before any strlen */
+        if ((*list)[0] == word[0] && strlen(*list) == n && memcmp(*list, word, n) == 0)
             return 1;
     return 0;
 }

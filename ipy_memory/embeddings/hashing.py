@@ -30,7 +30,10 @@ def _log_tf(most: int) -> np.ndarray:
 
 
 def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
-    """`a`, or a copy of its first `used` items with room for `need` (capacity doubled)."""
+    """`a`, or a copy of its first `used` items with room for `need` (capacity doubled). Not
+    `_columns.Column`: its appends move each array's end on its own, and an interrupt between two of
+    them would misalign the arrays; here the positions come from the cache and `_used`, which move
+    only once every array is written."""
     if need <= len(a):
         return a
     out = np.zeros(max(need, 2 * len(a)), a.dtype)

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The compiled kernels against what runs without them, measured in the same run, as a Markdown table.
+
+    .venv/bin/python benchmarks/kernels.py              # 152k x 384 scan, 20k synthetic memories
+    .venv/bin/python benchmarks/kernels.py --quick      # small sizes: a smoke test
+
+* exact float16 scan: `half_dots` (F16C path and portable path) against usearch's exact search on
+  one and two threads and the numpy twin, one query over `--rows` random unit rows of 384 dims
+  (the row count of 100k synthetic memories' sections);
+* text: `ascii_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
+  over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
+
+Best of `--repeat` runs each; the ratio column is twin / compiled (above 1: the kernel is faster).
+Needs the extension built (`pip install -e .` with a C compiler).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import numpy as np  # noqa: E402
+
+from _synth import Corpus  # noqa: E402
+from ipy_memory import _kernels, _text  # noqa: E402
+from ipy_memory._native import exact_cosine  # noqa: E402
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def scan_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(0)
+    mat = rng.standard_normal((rows, 384)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    mat = mat.astype(np.float16)
+    q = rng.standard_normal(384).astype(np.float32)
+    q /= np.linalg.norm(q)
+    qs, sims = q[None], np.empty((1, rows), np.float32)
+    c = _kernels._speedups.half_dots
+    compiled = best(lambda: c(mat, qs, None, sims), repeat)
+    out = [("half_dots, F16C path (one thread)", compiled, compiled),
+           ("half_dots, portable path", best(lambda: c(mat, qs, None, sims, False), repeat), compiled)]
+    q16 = q.astype(np.float16)
+    for threads in (1, 2):
+        out.append((f"usearch exact search, {threads} thread{'s' if threads > 1 else ''}",
+                    best(lambda: exact_cosine(mat, q16, 30, threads=threads), repeat), compiled))
+    out.append(("numpy twin (half_dots_numpy)",
+                best(lambda: _kernels.half_dots_numpy(mat, qs, None, sims), repeat),
+                compiled))
+    return out
+
+
+def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
+    texts, _ = Corpus(seed=0).memories(0, n)
+    ascii_texts = [t for t in texts if t.isascii()]
+    words = list(dict.fromkeys(w for t in texts for w in _text.words(t)))
+    regexes = (_text._NUMBER, _text._TIME, _text._NAME)
+    k, stop = _kernels._speedups, _text.STOP_WORDS
+    rows = []
+    for name, fast, slow, items in [
+        ("words of ASCII text (ascii_words / _words_python)", lambda x: k.ascii_words(x, stop), _text._words_python,
+         ascii_texts),
+        ("answer cues of ASCII text (ascii_cues / regexes)", k.ascii_cues, lambda x: _text._flags(x, regexes),
+         ascii_texts),
+        ("BLAKE2b-64 of 'w|' + word (blake2b64 / hashlib)", lambda w: k.blake2b64("w|" + w),
+         lambda w: _kernels.blake2b64_python("w|" + w), words),
+        ("a new word's 3-5-gram hashes (gram_hashes / Python)", lambda w: k.gram_hashes(f"<{w}>", {}, (3, 4, 5)),
+         lambda w: _kernels.gram_hashes_python(f"<{w}>", {}, (3, 4, 5)), words),
+    ]:
+        t_fast = best(lambda: [fast(x) for x in items], repeat)
+        t_slow = best(lambda: [slow(x) for x in items], repeat)
+        rows.append((name, t_fast / len(items), t_slow / len(items), len(items)))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=152_000, help="float16 rows scanned (default 152,000)")
+    ap.add_argument("--texts", type=int, default=20_000, help="synthetic memories for the text kernels")
+    ap.add_argument("--repeat", type=int, default=7, help="runs per measurement, the best is kept")
+    ap.add_argument("--quick", action="store_true", help="5,000 rows, 500 texts, 2 runs")
+    a = ap.parse_args()
+    if a.quick:
+        a.rows, a.texts, a.repeat = 5_000, 500, 2
+    if not _kernels.COMPILED:
+        sys.exit("the _speedups extension is not built (or IPY_MEMORY_PURE_PYTHON is set): nothing to compare")
+    print(f"# ipy_memory kernels, {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} cores, "
+          f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n")
+    print(f"## Exact scan of {a.rows:,} float16 rows (384 dims), one query\n")
+    print("| scan | ms | / half_dots |\n|---|---:|---:|")
+    for name, t, base in scan_rows(a.rows, a.repeat):
+        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
+    print(f"\n## Text kernels, {a.texts:,} synthetic memories\n")
+    print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")
+    for name, fast, slow, count in text_rows(a.texts, a.repeat):
+        print(f"| {name} | {fast * 1e6:.2f} | {slow * 1e6:.2f} | {slow / fast:.1f}× | {count:,} |")
+
+
+if __name__ == "__main__":
+    main()
