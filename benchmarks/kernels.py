@@ -7,6 +7,9 @@
 * exact float16 scan: `half_dots` (F16C path and portable path) against usearch's exact search on
   one and two threads and the numpy twin, one query over `--rows` random unit rows of 384 dims
   (the row count of 100k synthetic memories' sections);
+* candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
+  it) against listing every non-zero index first (as recall did before, compiled and numpy), for
+  the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
 * text: `ascii_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
   over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
 
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import numpy as np  # noqa: E402
 
 from _synth import Corpus  # noqa: E402
-from ipy_memory import _kernels, _text  # noqa: E402
+from ipy_memory import _kernels, _text, _topk  # noqa: E402
 from ipy_memory._native import exact_cosine  # noqa: E402
 
 
@@ -65,6 +68,28 @@ def scan_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
     return out
 
 
+def selection_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(0)
+    # fresh arrays per run, as each recall's scores are: a warm cache would flatter every method
+    arrays = [np.where(rng.random(n) < 0.135, rng.random(n), 0).astype(np.float32) for _ in range(repeat)]
+    k = 200
+
+    def each(fn):
+        it = iter(arrays)
+        return best(lambda: fn(next(it)), repeat)
+
+    def listed(flatnonzero):
+        def select(v):
+            nz = flatnonzero(v)
+            return nz[_topk.largest(v[nz], k)]
+        return select
+
+    fast = each(lambda v: _topk.largest_nonzero(v, k))
+    return [("largest_nonzero (sampled floor, compiled nonzero over it)", fast, fast),
+            ("every non-zero index (compiled nonzero), then largest", each(listed(_kernels._flatnonzero)), fast),
+            ("every non-zero index (numpy twin), then largest", each(listed(_kernels.flatnonzero_numpy)), fast)]
+
+
 def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     texts, _ = Corpus(seed=0).memories(0, n)
     ascii_texts = [t for t in texts if t.isascii()]
@@ -91,12 +116,13 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=152_000, help="float16 rows scanned (default 152,000)")
+    ap.add_argument("--scores", type=int, default=1_525_000, help="lexical scores to select from")
     ap.add_argument("--texts", type=int, default=20_000, help="synthetic memories for the text kernels")
     ap.add_argument("--repeat", type=int, default=7, help="runs per measurement, the best is kept")
     ap.add_argument("--quick", action="store_true", help="5,000 rows, 500 texts, 2 runs")
     a = ap.parse_args()
     if a.quick:
-        a.rows, a.texts, a.repeat = 5_000, 500, 2
+        a.rows, a.scores, a.texts, a.repeat = 5_000, 20_000, 500, 2
     if not _kernels.COMPILED:
         sys.exit("the _speedups extension is not built (or IPY_MEMORY_PURE_PYTHON is set): nothing to compare")
     print(f"# ipy_memory kernels, {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} cores, "
@@ -104,6 +130,10 @@ def main() -> None:
     print(f"## Exact scan of {a.rows:,} float16 rows (384 dims), one query\n")
     print("| scan | ms | / half_dots |\n|---|---:|---:|")
     for name, t, base in scan_rows(a.rows, a.repeat):
+        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
+    print(f"\n## Top 200 of {a.scores:,} lexical scores, 13.5% non-zero\n")
+    print("| selection | ms | / largest_nonzero |\n|---|---:|---:|")
+    for name, t, base in selection_rows(a.scores, a.repeat):
         print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
     print(f"\n## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _colscan, _kernels
 from ._text import question_cues
-from ._topk import largest
+from ._topk import largest_nonzero
 from .config import Settings
 from .lexical import query_terms
 
@@ -73,8 +73,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
         lex = shard.lex.scores(qterms, qcues, now)
         if expanded:
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
-        nz = _kernels.flatnonzero(lex)
-        top = nz[largest(lex[nz], pool)] if len(nz) > pool else nz
+        top = largest_nonzero(lex, pool)
         keys = shard.lex.keys.view[top]
         if vector_search is not None:
             _colscan.help_scan()        # share the column scan the worker may be busy with

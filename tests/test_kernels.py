@@ -219,6 +219,21 @@ def test_priors_and_nonzero_match_their_numpy_twins_bit_for_bit(seed, n, asked, 
 
 
 @compiled
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 3000), density=st.floats(0, 1),
+       floor=st.floats(-2, 2) | st.sampled_from([0.0, -0.0, np.inf, -np.inf]))
+def test_nonzero_over_a_floor_matches_its_twin(seed, n, density, floor):
+    rng = np.random.default_rng(seed)
+    values = np.where(rng.random(n) < density, rng.standard_normal(n), 0).astype(np.float32)
+    if n:                     # the floor itself, and floors a hair either side of a value (doubles between floats)
+        x = float(values[rng.integers(n)])
+        floor = [floor, x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)][seed % 4]
+    want = np.flatnonzero((values != 0) & (values.astype(np.float64) >= floor))
+    assert np.array_equal(_kernels._flatnonzero(values, floor), want)
+    assert np.array_equal(_kernels.flatnonzero_numpy(values, floor), want)
+
+
+@compiled
 def test_whole_array_kernels_refuse_short_arrays():
     with pytest.raises(ValueError):
         _kernels._speedups.priors(np.ones(5, np.float32), np.ones(4, np.float32), np.zeros(5, np.uint8), 1, 1.3)
@@ -230,6 +245,8 @@ def test_whole_array_kernels_refuse_short_arrays():
         _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(4, np.int64))
     with pytest.raises(TypeError):
         _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(5, np.int32))
+    with pytest.raises(ValueError):
+        _kernels._speedups.nonzero(np.ones(5, np.float32), np.empty(5, np.int64), float("nan"))
 
 
 @compiled

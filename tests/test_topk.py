@@ -1,9 +1,11 @@
-"""`_topk.largest`: the same set as argpartition's k largest, by its sampled threshold or without it."""
+"""`_topk.largest` and `largest_nonzero`: the same set as argpartition's k largest, by the sampled
+threshold or without it."""
 
 import numpy as np
 import pytest
 
-from ipy_memory._topk import largest
+from ipy_memory import _topk
+from ipy_memory._topk import largest, largest_nonzero
 
 
 def is_top(values, idx, k):
@@ -48,3 +50,38 @@ def test_sorted_input_either_way():
     values = np.arange(300_000, dtype=np.float32)
     assert set(largest(values, 100).tolist()) == set(range(299_900, 300_000))
     assert set(largest(values[::-1].copy(), 100).tolist()) == set(range(100))
+
+
+@pytest.mark.parametrize("n,k,density", [(0, 5, 0.5), (10, 0, 0.5), (5000, 200, 0.1), (200_000, 200, 0.0005),
+                                         (200_000, 200, 0.13), (1_000_000, 200, 0.5), (300_000, 50, 1.0)])
+def test_largest_nonzero_is_the_top_of_the_nonzero_values(n, k, density):
+    rng = np.random.default_rng(n + k)
+    values = np.where(rng.random(n) < density, rng.random(n), 0).astype(np.float32)
+    nz = np.flatnonzero(values)
+    out = largest_nonzero(values, k)
+    assert out.dtype == np.int64 and (np.diff(out) > 0).all()       # ascending: one order either way
+    if k <= 0:
+        assert not len(out)
+    elif len(nz) <= k:
+        assert np.array_equal(out, nz)
+    else:
+        assert set(out.tolist()) == set(nz[np.argpartition(values[nz], len(nz) - k)[len(nz) - k:]].tolist())
+
+
+def test_largest_nonzero_takes_the_threshold_path_where_it_pays(monkeypatch):
+    """Both paths give the same answer: force each and compare (a dense array takes the threshold)."""
+    values = np.random.default_rng(5).random(400_000).astype(np.float32)
+    values[::3] = 0
+    calls = []
+    real = _topk._kernels.flatnonzero
+    monkeypatch.setattr(_topk._kernels, "flatnonzero", lambda v, *floor: calls.append(floor) or real(v, *floor))
+    fast = largest_nonzero(values, 200)
+    assert calls and calls[0] and calls[0][0] > 0            # the threshold pass ran, and sufficed
+    monkeypatch.setattr(_topk, "_guess", lambda v, k: None)
+    assert np.array_equal(largest_nonzero(values, 200), fast)
+    neg = values.copy()
+    neg[1::3] *= -1                                          # negative values are non-zero ones too
+    monkeypatch.undo()
+    nz = np.flatnonzero(neg)
+    want = set(nz[np.argpartition(neg[nz], len(nz) - 200)[len(nz) - 200:]].tolist())
+    assert set(largest_nonzero(neg, 200).tolist()) == want

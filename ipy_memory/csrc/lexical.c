@@ -238,9 +238,34 @@ PyObject *add_runs(PyObject *self, PyObject *args)
 }
 
 const char nonzero_doc[] = PyDoc_STR(
-"nonzero(values, out) -> count\n--\n\n"
-"Write the indices of the non-zero float32 `values` to the int64 `out` (as long), in order; return\n"
-"how many: np.flatnonzero in one pass.");
+"nonzero(values, out, floor=-inf) -> count\n--\n\n"
+"Write the indices of the non-zero float32 `values` that are >= floor to the int64 `out` (as long),\n"
+"in order; return how many: np.flatnonzero((values != 0) & (values >= floor)) in one pass.");
+
+/* Blocks of 32 values are first tested as a whole (a loop the compiler vectorises), and only a block
+ * holding a value kept is listed one by one: a high floor keeps a few hundred of a million values. */
+#define KEPT(x) (((x) != 0) & (all | ((x) >= f)))
+#define SELECT_BLOCK 32
+
+MULTIVERSION static Py_ssize_t select_loop(const float *v, Py_ssize_t n, int all, float f, int64_t *out)
+{
+    Py_ssize_t count = 0, j = 0;
+    for (; j + SELECT_BLOCK <= n; j += SELECT_BLOCK) {
+        int any = 0;
+        for (int i = 0; i < SELECT_BLOCK; i++)
+            any |= KEPT(v[j + i]);
+        if (any)
+            for (int i = 0; i < SELECT_BLOCK; i++) {
+                out[count] = j + i;  /* written always, kept when chosen: no branch to mispredict */
+                count += KEPT(v[j + i]);
+            }
+    }
+    for (; j < n; j++) {
+        out[count] = j;
+        count += KEPT(v[j]);
+    }
+    return count;
+}
 
 PyObject *nonzero(PyObject *self, PyObject *args)
 {
@@ -248,23 +273,23 @@ PyObject *nonzero(PyObject *self, PyObject *args)
     static const Spec specs[N] = {{"values", 1, "f", 0}, {"out", 1, "lq", WRITABLE}};
     PyObject *o[N];
     Arg a[N];
-    if (!PyArg_ParseTuple(args, "OO:nonzero", &o[VALUES], &o[OUT]))
+    double floor_ = -INFINITY;
+    if (!PyArg_ParseTuple(args, "OO|d:nonzero", &o[VALUES], &o[OUT], &floor_))
         return NULL;
     if (take_all(a, o, specs, N) < 0)
         return release(a, N, 0);
     const Py_ssize_t n = LEN(a[VALUES]);
-    if (LEN(a[OUT]) < n || a[OUT].view.itemsize != 8) {
-        PyErr_SetString(PyExc_ValueError, "nonzero: out must be int64 and as long as values");
+    if (LEN(a[OUT]) < n || a[OUT].view.itemsize != 8 || isnan(floor_)) {
+        PyErr_SetString(PyExc_ValueError, "nonzero: out must be int64 and as long as values, floor a number");
         return release(a, N, 0);
     }
-    const float *v = DATA(a[VALUES], const float);
-    int64_t *out = DATA(a[OUT], int64_t);
-    Py_ssize_t count = 0;
+    /* the least float32 >= floor: a float value is >= floor exactly when it is >= that */
+    float f = (float)floor_;
+    if ((double)f < floor_)
+        f = nextafterf(f, INFINITY);
+    Py_ssize_t count;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t j = 0; j < n; j++) {
-        out[count] = j;              /* written always, kept when non-zero: no branch to mispredict */
-        count += v[j] != 0;
-    }
+    count = select_loop(DATA(a[VALUES], const float), n, floor_ == -INFINITY, f, DATA(a[OUT], int64_t));
     Py_END_ALLOW_THREADS
     release(a, N, 1);
     return PyLong_FromSsize_t(count);
