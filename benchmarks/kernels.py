@@ -10,6 +10,9 @@
 * candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
   it) against listing every non-zero index first (as recall did before, compiled and numpy), for
   the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
+* neighbour structure: `neighbours` (every slot's neighbours and context lengths at distances 1
+  and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
+  linked as conversations of 2-40 turns, interleaved;
 * text: `ascii_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
   over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
 
@@ -90,6 +93,23 @@ def selection_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
             ("every non-zero index (numpy twin), then largest", each(listed(_kernels.flatnonzero_numpy)), fast)]
 
 
+def structure_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(0)
+    prev, nxt = np.full(n + 1, -1, np.int32), np.full(n + 1, -1, np.int32)
+    order, at = rng.permutation(n), 0          # threads of 2-40 slots, scattered over the slots
+    while at < n:
+        run = order[at:at + int(rng.integers(2, 41))]
+        nxt[run[:-1]], prev[run[1:]] = run[1:], run[:-1]
+        at += len(run)
+    length = np.append(rng.integers(1, 60, n).astype(np.float64), 0.0)
+    distances = np.array([1, 2], np.int32)
+    out = np.empty((n + 1, 8), np.int32), np.empty((2, n + 1), np.int32)
+    fast = best(lambda: _kernels._speedups.neighbours(prev, nxt, length, distances, *out), repeat)
+    return [("neighbours (compiled)", fast, fast),
+            ("numpy twin (neighbours_numpy)", best(lambda: _kernels.neighbours_numpy(prev, nxt, length, distances, *out),
+                                                    repeat), fast)]
+
+
 def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     texts, _ = Corpus(seed=0).memories(0, n)
     ascii_texts = [t for t in texts if t.isascii()]
@@ -134,6 +154,10 @@ def main() -> None:
     print(f"\n## Top 200 of {a.scores:,} lexical scores, 13.5% non-zero\n")
     print("| selection | ms | / largest_nonzero |\n|---|---:|---:|")
     for name, t, base in selection_rows(a.scores, a.repeat):
+        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
+    print(f"\n## Neighbour structure of {a.rows:,} slots, distances 1 and 2\n")
+    print("| build | ms | / neighbours |\n|---|---:|---:|")
+    for name, t, base in structure_rows(a.rows, a.repeat):
         print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
     print(f"\n## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")

@@ -88,6 +88,22 @@ def context_add_numpy(score: np.ndarray, tfc: np.ndarray, around: np.ndarray, sl
     tfc[sentinel] = 0
 
 
+def neighbours_numpy(prev: np.ndarray, nxt: np.ndarray, length: np.ndarray, distances: np.ndarray,
+                     around: np.ndarray, ctx: np.ndarray) -> None:
+    """The neighbour structure of a lexical shard (_lexscore.build), into `around` (slots, 4 W) and
+    `ctx` (W, slots), W = len(distances): per distance d (ascending, >= 1), the slots d links back
+    and forth along the padded columns prev / next (-1: none, and the sentinel's link, the last
+    entry, for a walk from -1), their summed `length` (float64, cast to int32) as ctx[i], and
+    around[x] = (back, forth per distance, then ctx[i] of each of those two)."""
+    nw, back, forth, d = len(distances), prev, nxt, 1
+    for i, want in enumerate(distances.tolist()):
+        while d < want:
+            back, forth, d = prev[back], nxt[forth], d + 1
+        ctx[i] = length[back] + length[forth]           # index -1: the sentinel's
+        around[:, 2 * i], around[:, 2 * i + 1] = back, forth
+        around[:, 2 * nw + 2 * i], around[:, 2 * nw + 2 * i + 1] = ctx[i][back], ctx[i][forth]
+
+
 def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, lens: np.ndarray, hashes: np.ndarray,
                     slots: np.ndarray, signs: np.ndarray, log_tf: np.ndarray, out: np.ndarray) -> None:
     """The HashEmbedder's vectors before normalisation (embeddings/hashing.py) into out (n, dim):
@@ -191,6 +207,7 @@ bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
 add_runs = _speedups.add_runs if COMPILED else add_runs_numpy
+neighbours = _speedups.neighbours if COMPILED else neighbours_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python

@@ -177,6 +177,51 @@ def test_context_add_matches_the_numpy_twin_bit_for_bit(seed, size, n, with_shar
 
 
 @compiled
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(0, 2000),
+       weights=st.lists(st.sampled_from([0.0, 0.25, 0.5]), min_size=0, max_size=4))
+def test_neighbours_matches_its_twin_and_the_per_slot_walk(seed, size, weights):
+    from types import SimpleNamespace
+
+    from ipy_memory import _lexscore
+    rng = np.random.default_rng(seed)
+    prev, nxt = np.full(size + 1, -1, np.int32), np.full(size + 1, -1, np.int32)
+    order = rng.permutation(size)                     # threads: runs of a permutation
+    for a, b, cut in zip(order[:-1], order[1:], rng.random(size) < 0.2):
+        if not cut:
+            nxt[a], prev[b] = b, a
+    length = np.append(rng.integers(0, 40, size).astype(np.float64) * (rng.random(size) > 0.1), 0.0)
+    distances = np.array([d + 1 for d, w in enumerate(weights) if w], np.int32)
+    got = [np.empty((size + 1, 4 * len(distances)), np.int32), np.empty((len(distances), size + 1), np.int32)]
+    want = [np.zeros_like(x) for x in got]
+    _kernels._speedups.neighbours(prev, nxt, length, distances, *got)
+    _kernels.neighbours_numpy(prev, nxt, length, distances, *want)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    # the walk that writes use for a few slots gives the same rows (here: for every slot)
+    shard = SimpleNamespace(s=SimpleNamespace(neighbor_weights=tuple(weights)))
+    hops = _lexscore._walk(shard, None, (prev, nxt))
+    ctx = _lexscore._contexts(length.__getitem__, hops)
+    assert all(np.array_equal(c, g) for c, g in zip(ctx, got[1])) and len(ctx) == len(got[1])
+    if len(distances):
+        assert np.array_equal(_lexscore._around(ctx, hops), got[0])
+
+
+@compiled
+def test_neighbours_refuses_bad_links_and_shapes():
+    prev, nxt, length = np.array([-1, 0, 7, -1], np.int32), np.array([1, -1, -1, -1], np.int32), np.ones(4)
+    out = np.empty((4, 4), np.int32), np.empty((1, 4), np.int32)
+    with pytest.raises(IndexError):                   # a link past the columns
+        _kernels._speedups.neighbours(prev, nxt, length, np.array([1], np.int32), *out)
+    prev[2] = 1
+    with pytest.raises(ValueError):                   # distances start at 1 and ascend
+        _kernels._speedups.neighbours(prev, nxt, length, np.array([0], np.int32), *out)
+    with pytest.raises(ValueError):                   # 4 columns a distance
+        _kernels._speedups.neighbours(prev, nxt, length, np.array([1, 2], np.int32), *out)
+    _kernels._speedups.neighbours(prev, nxt, length, np.array([1], np.int32), *out)
+    assert out[0][:, :2].tolist() == [[-1, 1], [0, -1], [1, -1], [-1, -1]]
+
+
+@compiled
 def test_lexical_kernels_refuse_indices_past_the_arrays():
     out, tf = np.zeros(10, np.float32), np.ones(3, np.float32)
     norm, lens = np.ones(5, np.float32), np.zeros(10, np.int32)

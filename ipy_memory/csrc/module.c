@@ -77,6 +77,7 @@ static PyMethodDef methods[] = {
     {"context_add", context_add, METH_VARARGS, context_add_doc},
     {"priors", priors, METH_VARARGS, priors_doc},
     {"add_runs", add_runs, METH_VARARGS, add_runs_doc},
+    {"neighbours", neighbours, METH_VARARGS, neighbours_doc},
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
