@@ -300,7 +300,8 @@ class ColumnsMixin:
     def _sparse_rows(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows, exact scores) of the live rows holding the exact top k (ties included), found by
         columns; None where that does not pay or cannot prove its answer: a small space, a dense
-        query, a graph, columns not built yet (then `search` starts building them once it has answered)."""
+        query, a graph, columns not built yet (then `start_wanted_columns` builds them, called once
+        the query is answered)."""
         if self.graph is not None or self.keys.size < SPARSE_MIN_ROWS:
             return None
         if not 0 < np.count_nonzero(q) <= self.dim * SPARSE_MAX_SHARE:
@@ -311,8 +312,9 @@ class ColumnsMixin:
             return None
         return top_rows(scan, self.mat.view, self.alive.view, q, k, self.live)
 
-    def _build_columns(self) -> None:
-        """Start building the columns (after a search: the build must not slow the one that asked)."""
+    def start_wanted_columns(self) -> None:
+        """Start building the columns a sparse query found missing: after it has answered (a recall
+        calls this once it has ranked), since the build must not slow the one that asked."""
         if self._columns_wanted and self._columns is None and self._columns_job is None:
             self._columns_job = Build(self.mat.view, self.dim)
         self._columns_wanted = False

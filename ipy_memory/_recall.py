@@ -52,9 +52,9 @@ def _vector_searches(shards, qvec, pool: int) -> list:
         elif len(vec) >= _BESIDE_ROWS and vec.graph is None:
             if _scans is None:
                 _scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipy_memory-scan")
-            out.append(_scans.submit(vec.search, qvec, pool).result)
+            out.append(_scans.submit(vec.search, qvec, pool, start_columns=False).result)
         else:
-            out.append(lambda vec=vec: vec.search(qvec, pool))
+            out.append(lambda vec=vec: vec.search(qvec, pool, start_columns=False))
     return out
 
 
@@ -62,6 +62,17 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
          expand=None) -> list[Candidate]:
     """Top-k candidates. `expand(query)` gives extra query terms (a Counter of term hashes), scored
     at `expand_weight` beside the query's own (see _expand)."""
+    try:
+        return _rank(shards, query, embedder, s, now, k, embed_query, expand)
+    finally:
+        # a cold space's first sparse query asks for the int8 columns: their build (0.35-0.6 s at
+        # 100k memories) starts now, not while this recall's own scans compete with it for the cores
+        for shard in shards:
+            if shard.vec_loaded:
+                shard.vec.start_wanted_columns()
+
+
+def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candidate]:
     qterms, qcues = query_terms(query), question_cues(query)
     w = s.vector_weight_semantic if embedder.semantic else s.vector_weight_hash
     qvec = (embed_query or embedder.embed_query)(query) if w > 0 else None

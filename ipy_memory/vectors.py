@@ -271,13 +271,15 @@ class VectorShard(_Rows, ColumnsMixin):
                 found[i] = rows
         return [self.search(q, k, rows) for q, rows in zip(qs, found)]
 
-    def search(self, q: np.ndarray, k: int, _exact=None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (keys, cosine similarities), best first."""
+    def search(self, q: np.ndarray, k: int, _exact=None, *, start_columns: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (keys, cosine similarities), best first. `start_columns=False`: the caller calls
+        `start_wanted_columns` later (a recall, once it has ranked)."""
         q = np.asarray(q, np.float32)
         if not len(self) or k <= 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
         hot_keys, hot_sims = self._search_hot(q, k, _exact) if self.live else (np.zeros(0, np.int64), np.zeros(0, np.float32))
-        self._build_columns()
+        if start_columns:
+            self.start_wanted_columns()
         low_keys = self.low.candidates(q, max(10 * k, 100))    # int8 picks the candidates, generously
         if not len(low_keys):
             return hot_keys, hot_sims

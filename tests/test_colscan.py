@@ -328,3 +328,30 @@ def test_closing_an_engine_stops_its_column_build(tmp_path, monkeypatch):
     monkeypatch.setattr(job, "stop", lambda: stopped.append(True))
     eng.close()
     assert stopped and vec._columns is None and vec._columns_job is None
+
+
+def test_a_recall_starts_the_column_build_only_once_it_has_ranked(tmp_path, monkeypatch):
+    """The build competes for the cores with the recall's own scans: it starts after them."""
+    from ipy_memory import MemoryEngine, Settings as S, _recall
+    monkeypatch.setattr(_colscan, "SPARSE_MIN_ROWS", 100)
+    eng = MemoryEngine(tmp_path / "store", project="p", embedder="hash", settings=S().with_(vector_weight_hash=0.5))
+    eng.remember_many([{"content": f"note {i} about pandas kernels", "force": True} for i in range(300)])
+    vec = eng.shards.get(eng._space("project", "p")).vec
+    during = []
+    real_search, real_rank = VectorShard.search, _recall._rank
+
+    def search(self, *a, **kw):
+        out = real_search(self, *a, **kw)
+        during.append(("search", self._columns_job))
+        return out
+
+    def rank(*a, **kw):
+        out = real_rank(*a, **kw)
+        during.append(("ranked", vec._columns_job))
+        return out
+    monkeypatch.setattr(VectorShard, "search", search)
+    monkeypatch.setattr(_recall, "_rank", rank)
+    assert eng.recall("pandas", scope="project", limit=3)
+    assert during == [("search", None), ("ranked", None)]       # nothing built while it searched and ranked
+    assert vec._columns_job is not None                          # ... and the build runs now
+    eng.close()
