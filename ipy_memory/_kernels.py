@@ -104,6 +104,17 @@ def neighbours_numpy(prev: np.ndarray, nxt: np.ndarray, length: np.ndarray, dist
         around[:, 2 * nw + 2 * i], around[:, 2 * nw + 2 * i + 1] = ctx[i][back], ctx[i][forth]
 
 
+def reply_add_numpy(score: np.ndarray, own: np.ndarray, asking: np.ndarray, answering: np.ndarray,
+                    weight: float) -> None:
+    """score[answering[j]] += float32(weight) * own[asking[j]] for each question j whose own score
+    is > 0 (answering -1: none); every own value is read before any is added (score may be own)."""
+    asked = own.take(asking)
+    hit = np.flatnonzero(asked > 0)
+    answer = answering.take(hit)
+    ok = answer >= 0
+    np.add.at(score, answer[ok], np.float32(weight) * asked.take(hit)[ok])
+
+
 def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, lens: np.ndarray, hashes: np.ndarray,
                     slots: np.ndarray, signs: np.ndarray, log_tf: np.ndarray, out: np.ndarray) -> None:
     """The HashEmbedder's vectors before normalisation (embeddings/hashing.py) into out (n, dim):
@@ -208,6 +219,7 @@ context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
 add_runs = _speedups.add_runs if COMPILED else add_runs_numpy
 neighbours = _speedups.neighbours if COMPILED else neighbours_numpy
+reply_add = _speedups.reply_add if COMPILED else reply_add_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python

@@ -55,7 +55,7 @@ class Structure:
     asking: np.ndarray         # slots that ask a question, and the slots that answer them (-1: none)
     answering: np.ndarray
     keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
-    tfc: np.ndarray            # scratch of _context_columns, all zero between queries
+    tfc: np.ndarray            # scratch of context_columns and titles, all zero between queries
     room: dict = field(default_factory=dict)   # spare capacity behind the per-slot arrays (extend)
 
 
@@ -73,12 +73,6 @@ def _flat(s: Settings) -> float:
 
 def idf(n: int, df: int) -> float:
     return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
-
-
-def _sentinel(slots: np.ndarray, index: int) -> np.ndarray:
-    """`slots` with -1 (no such slot) replaced by the sentinel's index: take() and add.at() are 3-4x
-    slower on negative indices than on positive ones."""
-    return np.where(slots < 0, index, slots)
 
 
 def _walk(shard, at: np.ndarray | None, links=None) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -198,11 +192,11 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
     return out
 
 
-def bm25(s: Settings, lists: dict, n: int, nrm, size: int) -> np.ndarray:
+def bm25(s: Settings, lists: dict, n: int, nrm, size: int, out: np.ndarray | None = None) -> np.ndarray:
     """BM25 per slot; `nrm` is (norm per length, length per slot), or one norm for all. Shared terms
-    score as if the node had the average length (norm k1)."""
+    score as if the node had the average length (norm k1). `out`: zeros to add to (size + 1)."""
     k1, flat = s.bm25_k1, _flat(s)
-    out = np.zeros(size + 1, np.float32)
+    out = np.zeros(size + 1, np.float32) if out is None else out
     norm, lens = nrm if isinstance(nrm, tuple) else (None, None)
     for slots, tf, *shared in lists.values():
         _kernels.bm25_add(out, slots, tf, norm, lens, shared[0] if shared else None,
@@ -230,11 +224,7 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     # the columns mode reads `own` only before adding to the scores (1M memories: a 6 MB copy saved)
     score = own if s.context_mode == "columns" else own.copy()
     if s.reply_weight and lists:       # the answer to a question rarely repeats its words
-        asked = own.take(st.asking)
-        hit = np.flatnonzero(asked > 0)
-        answer = st.answering.take(hit)
-        np.add.at(score, _sentinel(answer, size), s.reply_weight * asked.take(hit))
-        score[size] = 0
+        _kernels.reply_add(score, own, st.asking, st.answering, s.reply_weight)
     if s.context_mode == "columns":
         context_columns(shard, st, lists, score)
     else:
@@ -247,9 +237,13 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     score = score[:size]
     titles = _lists(shard.title_post, qterms)
     if titles and (s.title_weight or s.title_match_weight):
-        tscore = bm25(s, titles, shard.n_alive, s.bm25_k1, size)     # every length is 1
         named = _union([x[0] for x in titles.values()])
-        score[named] += s.title_match_weight * tscore[named]
+        # into the context scratch, zero again after (a fresh array per query: 1M memories, 6 MB)
+        try:
+            tscore = bm25(s, titles, shard.n_alive, s.bm25_k1, size, st.tfc)[named]     # every length is 1
+        finally:
+            st.tfc[named] = 0
+        score[named] += s.title_match_weight * tscore
         score[named] *= 1 + s.title_weight        # the query names this heading/speaker
     _kernels.priors(score, st.keep, shard.cues.view, qcues if s.cue_weight else 0, 1 + s.cue_weight)
     return score

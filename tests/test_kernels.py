@@ -222,6 +222,44 @@ def test_neighbours_refuses_bad_links_and_shapes():
 
 
 @compiled
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 3000), share=st.floats(0, 1), aliased=st.booleans())
+def test_reply_add_matches_its_twin_bit_for_bit(seed, size, share, aliased):
+    rng = np.random.default_rng(seed)
+    own = np.where(rng.random(size + 1) < 0.5, rng.random(size + 1), 0).astype(np.float32)
+    own[size] = 0                                              # the sentinel
+    asking = np.flatnonzero(rng.random(size) < share)
+    answering = np.minimum(asking + 1, size - 1).astype(np.int32)   # questions answered by the next slot,
+    answering[rng.random(len(asking)) < 0.2] = -1                    # which may ask too (chains), or by none
+    if aliased:                                                # score is own: reads come before adds
+        got, want = own.copy(), own.copy()
+        _kernels._speedups.reply_add(got, got, asking, answering, 0.7)
+        _kernels.reply_add_numpy(want, want, asking, answering, 0.7)
+    else:
+        got, want = np.ones_like(own), np.ones_like(own)
+        _kernels._speedups.reply_add(got, own, asking, answering, 0.7)
+        _kernels.reply_add_numpy(want, own, asking, answering, 0.7)
+    assert np.array_equal(got, want)
+    if aliased and len(asking):                                # against a loop over a copy
+        ref = own.copy()
+        for q, a in zip(asking, answering):
+            if own[q] > 0 and a >= 0:
+                ref[a] += np.float32(0.7) * own[q]
+        assert np.array_equal(got, ref)
+
+
+@compiled
+def test_reply_add_refuses_questions_and_answers_past_the_scores():
+    score = np.ones(5, np.float32)
+    with pytest.raises(IndexError):
+        _kernels._speedups.reply_add(score, score, np.array([1, 7]), np.array([2, 3], np.int32), 1.0)
+    with pytest.raises(IndexError):
+        _kernels._speedups.reply_add(score, score, np.array([1, 2]), np.array([2, 9], np.int32), 1.0)
+    with pytest.raises(ValueError):
+        _kernels._speedups.reply_add(score, score, np.array([1, 2]), np.array([2], np.int32), 1.0)
+
+
+@compiled
 def test_lexical_kernels_refuse_indices_past_the_arrays():
     out, tf = np.zeros(10, np.float32), np.ones(3, np.float32)
     norm, lens = np.ones(5, np.float32), np.zeros(10, np.int32)

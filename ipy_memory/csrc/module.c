@@ -78,6 +78,7 @@ static PyMethodDef methods[] = {
     {"priors", priors, METH_VARARGS, priors_doc},
     {"add_runs", add_runs, METH_VARARGS, add_runs_doc},
     {"neighbours", neighbours, METH_VARARGS, neighbours_doc},
+    {"reply_add", reply_add, METH_VARARGS, reply_add_doc},
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},

@@ -1,4 +1,5 @@
-/* The query-independent neighbour structure of a lexical shard (_lexscore.build). */
+/* A lexical shard's links between slots: the neighbour structure (_lexscore.build) and the reply
+ * pass over its questions (_lexscore.scores). */
 #include "speedups.h"
 
 const char neighbours_doc[] = PyDoc_STR(
@@ -76,4 +77,66 @@ PyObject *neighbours(PyObject *self, PyObject *args)
 #undef AT
     PyMem_RawFree(back);
     return release_checked(a, N, bad, "neighbours", "links past the columns");
+}
+
+const char reply_add_doc[] = PyDoc_STR(
+"reply_add(score, own, asking, answering, weight)\n--\n\n"
+"score[answering[j]] += float32(weight) * own[asking[j]] for each question j whose own score is > 0\n"
+"(answering -1: none), every own value read before any is added (score may be own). score, own:\n"
+"float32 (same length); asking: int64, answering: int32 (as long).");
+
+PyObject *reply_add(PyObject *self, PyObject *args)
+{
+    enum { SCORE, OWN, ASKING, ANSWERING, N };
+    static const Spec specs[N] = {{"score", 1, "f", WRITABLE}, {"own", 1, "f", 0}, {"asking", 1, "lq", 0},
+                                  {"answering", 1, "i", 0}};
+    PyObject *o[N];
+    Arg a[N];
+    double weight;
+    if (!PyArg_ParseTuple(args, "OOOOd:reply_add", &o[SCORE], &o[OWN], &o[ASKING], &o[ANSWERING], &weight))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = LEN(a[ASKING]), size = LEN(a[SCORE]);
+    if (LEN(a[ANSWERING]) != n || LEN(a[OWN]) != size || a[ASKING].view.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "reply_add: mismatched lengths, or questions not int64");
+        return release(a, N, 0);
+    }
+    float *score = DATA(a[SCORE], float);
+    const float *own = DATA(a[OWN], const float), w = (float)weight;
+    const int64_t *asking = DATA(a[ASKING], const int64_t);
+    const int32_t *answering = DATA(a[ANSWERING], const int32_t);
+    Py_ssize_t hits = 0, bad = 0;
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (asking[j] < 0 || asking[j] >= size)
+            bad++;
+        else
+            hits += own[asking[j]] > 0;
+    if (bad)
+        return release_checked(a, N, bad, "reply_add", "questions past the scores");
+    /* the answers' increments first, then added: an answer may itself be a question */
+    float *add = PyMem_RawMalloc((size_t)(hits ? hits : 1) * (sizeof(float) + sizeof(int64_t)));
+    if (!add) {
+        PyErr_NoMemory();
+        return release(a, N, 0);
+    }
+    int64_t *to = (int64_t *)(add + hits);
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t h = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const float v = own[asking[j]];
+        if (v > 0) {
+            add[h] = w * v;
+            to[h++] = answering[j];
+        }
+    }
+    for (Py_ssize_t k = 0; k < h; k++) {
+        if (to[k] >= size)
+            bad++;
+        else if (to[k] >= 0)
+            score[to[k]] += add[k];
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(add);
+    return release_checked(a, N, bad, "reply_add", "answers past the scores");
 }
