@@ -291,7 +291,7 @@ PyObject *nonzero(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     count = select_loop(DATA(a[VALUES], const float), n, floor_ == -INFINITY, f, DATA(a[OUT], int64_t));
     Py_END_ALLOW_THREADS
-    release(a, N, 1);
+    release(a, N, 0);                /* (releases the buffers; the NULL it returns is not an error) */
     return PyLong_FromSsize_t(count);
 }
 
