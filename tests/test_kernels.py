@@ -532,3 +532,13 @@ def test_add_runs_refuse_runs_past_the_scores():
     with pytest.raises(TypeError):
         f(score, np.array([0], np.int32), np.array([1]), one, 1.0)
     assert not score.any()
+
+
+@compiled
+def test_kernels_returning_a_value_keep_no_reference_to_none():
+    values, out = np.ones(10, np.float32), np.empty(10, np.int64)
+    _kernels._speedups.nonzero(values, out)
+    before = sys.getrefcount(None)
+    for _ in range(5000):
+        _kernels._speedups.nonzero(values, out, 0.5)
+    assert sys.getrefcount(None) - before < 100          # one leaked per call before
