@@ -6,14 +6,12 @@ Part of MemoryEngine (through LifecycleMixin, whose rotation reads what this wri
 
 from __future__ import annotations
 
-import logging
 import math
 import sqlite3
 
 from ._locking import locked
+from ._log import log
 from .errors import InvalidArgument
-
-log = logging.getLogger("ipy_memory")
 
 
 class AccessMixin:

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import atexit
 import copy
-import logging
 import queue
 import threading
 import time
 import weakref
 
+from ._log import log
 from .embeddings import Embedder
 from .errors import InvalidArgument
 
-log = logging.getLogger("ipy_memory")
 
 _STOP = object()
 _BATCH = 64

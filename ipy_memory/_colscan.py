@@ -36,12 +36,15 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _kernels
 from ._topk import largest
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor     # imported where used: it imports logging
 
 BLOCK = 1 << 16            # rows per block (a block's column: 64 kB)
 _ONE = 127                 # the int8 value of a row's largest |value|
@@ -66,6 +69,7 @@ os.register_at_fork(after_in_child=_forget_pool)
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor
         _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipy_memory-colscan")
     return _pool
 

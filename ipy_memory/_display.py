@@ -8,7 +8,6 @@ degrades to a plain table where styles are stripped (GitHub).
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from typing import Any, Iterable
@@ -22,6 +21,11 @@ EXCERPT = 280
 # provenance keys shown first, with their labels; anything else in metadata goes to the details line
 _PROVENANCE = (("source", "source"), ("notebook", "notebook"), ("cell", "cell"), ("magic", "via"),
                ("tool", "tool"), ("name", "name"))
+
+
+def _escape(text: str, quote: bool = True) -> str:
+    from html import escape     # here: the html module (~1 ms) only for notebooks that render HTML
+    return escape(text, quote=quote)
 
 
 # ------------------------------------------------------------------------------ small helpers
@@ -73,7 +77,7 @@ def provenance_text(meta: dict | None) -> str:
 
 
 def _esc(value: Any) -> str:
-    return html.escape(one_line(value) if not isinstance(value, str) else value, quote=True)
+    return _escape(one_line(value) if not isinstance(value, str) else value, quote=True)
 
 
 def md_escape(value: Any, width: int | None = None) -> str:
@@ -131,8 +135,8 @@ def hit_body_html(hit) -> str:
     details = ""
     if extra:
         details = (f'<details><summary style="{MUTED}">metadata</summary><pre style="margin:2px 0;white-space:pre-wrap">'
-                   f"{html.escape(json.dumps(extra, ensure_ascii=False, indent=1, default=str))}</pre></details>")
-    return _box(f'<div style="white-space:pre-wrap">{html.escape(hit.text or "")}</div>'
+                   f"{_escape(json.dumps(extra, ensure_ascii=False, indent=1, default=str))}</pre></details>")
+    return _box(f'<div style="white-space:pre-wrap">{_escape(hit.text or "")}</div>'
                 f'<div style="{MUTED};margin-top:4px"><code>{_esc(hit.id)}</code> · {_esc(hit.space)}'
                 + (f" · {_esc(prov)}" if prov else "") + f"</div>{details}")
 
@@ -181,7 +185,7 @@ def hits_html(result) -> str:
     for i, h in enumerate(result, 1):
         label = "" if _label_is_text(h) else f"<b>{_esc(h.label)}</b> "
         memory = (f'{label}<code style="{MUTED}">{_esc(h.id)}</code>'
-                  f'<div style="white-space:pre-wrap">{html.escape(excerpt(h.text))}</div>')
+                  f'<div style="white-space:pre-wrap">{_escape(excerpt(h.text))}</div>')
         rows.append([str(i), _esc(date(h.created_at)), memory, f"{h.score:.3f}",
                      "<br>".join(f"{_esc(k)}: {_esc(v)}" for k, v in provenance(h.metadata))])
     return _box(head + _html_table(["#", "date", "memory", "score", "provenance"], rows, right=(0, 3)))

@@ -10,16 +10,19 @@ offline hashing embedder, whose vectors mostly echo the lexical score.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import _colscan, _kernels
+from . import _colscan
 from ._text import question_cues
 from ._topk import largest_nonzero
 from .config import Settings
 from .lexical import query_terms
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor     # imported where used: it imports logging
 
 
 @dataclass
@@ -51,6 +54,7 @@ def _vector_searches(shards, qvec, pool: int) -> list:
             out.append(None)
         elif len(vec) >= _BESIDE_ROWS and vec.graph is None:
             if _scans is None:
+                from concurrent.futures import ThreadPoolExecutor
                 _scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipy_memory-scan")
             out.append(_scans.submit(vec.search, qvec, pool, start_columns=False).result)
         else:

@@ -16,20 +16,19 @@ the default hashing embedder only duplicate checks need them, not recall.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ._log import log
 from ._npz import load_npz, write_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_vecs
 from .vectors import VectorShard
 
-log = logging.getLogger("ipy_memory")
 
 SNAPSHOT_MIN_NODES = 256       # rebuilding from SQLite re-tokenises ~5k nodes/s; a snapshot loads in ms
 _DAMAGED = (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError)

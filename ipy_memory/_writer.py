@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import secrets
+import os
 
 import numpy as np
 
@@ -180,7 +180,8 @@ class BatchWriter:
 
     def write(self, preps: list[Prepared]) -> list[RememberResult]:
         existing, seen, results = self._existing(preps), {}, []
-        for p in preps:
+        fresh = os.urandom(8 * len(preps)).hex()     # the new ids' random parts, one system call a batch
+        for j, p in enumerate(preps):
             ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
             expires = None if ttl is None else self.now + ttl
             base = dict(node_count=len(p.nodes), space=p.space, scope=p.scope, expires_at=expires)
@@ -198,7 +199,7 @@ class BatchWriter:
                     results.append(RememberResult(id=dup[0].id, document_id=dup[0].id, duplicate=True,
                                                   existing=dup[0], similarity=dup[1], **base))
                     continue
-            doc_id = p.replace or "m-" + secrets.token_hex(8)
+            doc_id = p.replace or "m-" + fresh[16 * j:16 * j + 16]
             self._document(p, doc_id, expires)
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))

@@ -13,20 +13,18 @@ turn itself, and the reason shows in `stats()["compat"]`.
 
 from __future__ import annotations
 
-import logging
+import os
 import re
-import secrets
 import threading
 import unicodedata
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass, field
 
 from . import _validate as v
+from ._log import log
 from .block import item as _item
 from .block import render as _render
 from .errors import InvalidArgument, IpyMemoryError, NotFound
-
-log = logging.getLogger("ipy_memory")
 
 SOURCE = {"kind": "plugin", "plugin": "ipy_memory", "form": "recall"}
 _FRAME_START = "<memory-recall count="
@@ -234,7 +232,7 @@ class AutoRecall:
             block, used = self._block(fresh)
             if not used:
                 return self._skip(out, "no room")
-            inj = Injection(id="inj-" + secrets.token_hex(6), session_id=session_id, turn_id=str(turn_id),
+            inj = Injection(id="inj-" + os.urandom(6).hex(), session_id=session_id, turn_id=str(turn_id),
                             query=query[:200], hit_ids=[h.id for h in used], chars=len(block), at=now)
             for h in used:
                 _remember(self._s.hits, (session_id, h.id), now)

@@ -8,7 +8,6 @@ lazily (IF NOT EXISTS) because store.py's schema is the engine's.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from . import _validate as v
+from ._log import log
 from .config import DAY
 from .errors import InvalidArgument, ReadOnlyError
 from .store import decode_vecs
 from ._access import AccessMixin
 from ._locking import locked
 
-log = logging.getLogger("ipy_memory")
 
 # Foreign keys cascade, so forget / purge / replace drop a node's edges without knowing they exist.
 _EDGES = """

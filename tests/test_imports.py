@@ -68,3 +68,20 @@ def test_the_import_order_finder_is_installed_once_and_finds_nothing():
     finders = [f for f in sys.meta_path if isinstance(f, _OnnxruntimeFirst)]
     assert len(finders) <= 1                 # none if usearch was already imported in this process
     assert all(f.find_spec("json") is None for f in finders)
+
+
+def test_the_import_leaves_what_only_some_processes_need_for_later():
+    """logging (a warning's first use), html (a notebook's HTML view) and the secret patterns (a
+    write) are loaded when used, not by `import ipy_memory`."""
+    run("""
+import sys
+import ipy_memory
+from ipy_memory import redact
+late = [m for m in ("logging", "html", "secrets", "random") if m in sys.modules]
+assert not late, late
+assert redact._patterns.cache_info().currsize == 0
+assert redact.redact("api_key = 'abcd1234efgh'")[1] == 1
+from ipy_memory._log import log
+log.debug("first use")
+assert "logging" in sys.modules
+""")
