@@ -55,8 +55,8 @@ def largest_nonzero(values: np.ndarray, k: int) -> np.ndarray:
     """Indices (int64, ascending) of the k largest non-zero values of a float32 array without NaN,
     every non-zero one when fewer: a recall's lexical candidates. When the sampled threshold is
     positive, one compiled pass keeps the values over it, instead of listing every non-zero index
-    first: for 1.5M scores (1M memories), 13.5% non-zero, 2.9 -> 0.64 ms; about even at 100k scores
-    (`benchmarks/kernels.py`, BENCHMARKS.md)."""
+    first: for 1.5M scores (1M memories), 13.5% non-zero, 2.54 -> 0.46 ms; about even at 100k
+    scores (`benchmarks/kernels.py`, BENCHMARKS.md)."""
     if k <= 0:
         return np.zeros(0, np.int64)
     t = _guess(values, k) if len(values) >= _FLOOR_FROM else None
