@@ -41,7 +41,7 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
     if pool is None:
         found = [f[0] for f in shard.vec.search_many(probes, 5)]
     else:   # the same nearest sections, among those that share a rare term with the new document
-        sims = probes @ shard.vec.get(pool).T if len(pool) else np.zeros((len(probes), 0), np.float32)
+        sims = shard.vec.dots_many(pool, probes)
         found = [pool[np.argsort(-row, kind="stable")[:5]] for row in sims]
     keys = {int(k) for k in found[0]} | {int(k) for f in found[1:] for k in f[:3]}
     if not keys:

@@ -85,15 +85,22 @@ def test_get_finds_rows_by_binary_search_while_keys_ascend_and_by_dict_after_a_t
     assert np.allclose(shard.get([20, 21]), np.stack([store[20], store[21]]), atol=1e-2)
 
 
-def test_dots_equal_get_times_q_for_hot_colder_and_unknown_keys():
-    rng = np.random.default_rng(8)
-    vecs = rng.standard_normal((200, 64)).astype(np.float32)
-    store = {k: v for k, v in zip(range(1, 201), vecs)}
+def two_tiers(rng, n):
+    """A shard of n random 64-d vectors (keys 1..n), key 7 forgotten, keys 3 and 50 in the int8 tier,
+    and the exact vectors by key (what `fetch` reads for the colder tier)."""
+    vecs = rng.standard_normal((n, 64)).astype(np.float32)
+    store = {k: v for k, v in zip(range(1, n + 1), vecs)}
     shard = VectorShard(64, Settings(), graph=False, fetch=lambda keys: np.stack([store[k] for k in keys]))
-    shard.add(np.arange(1, 201), vecs)
+    shard.add(np.arange(1, n + 1), vecs)
     shard.remove(7)
     for k in (3, 50):
         shard.set_cold(k, True)        # exact values come from `store`, not from the int8 copy
+    return shard, store
+
+
+def test_dots_equal_get_times_q_for_hot_colder_and_unknown_keys():
+    rng = np.random.default_rng(8)
+    shard, store = two_tiers(rng, 200)
     asked = np.array([3, 7, 50, 1, 999, 120, 50])
     sparse = np.zeros(64, np.float32)
     sparse[[2, 9, 40]] = (0.5, -0.25, 0.75)
@@ -103,6 +110,24 @@ def test_dots_equal_get_times_q_for_hot_colder_and_unknown_keys():
         assert np.allclose(got, shard.get(asked) @ q, atol=1e-5)
         assert got[1] == got[4] == 0 and np.isclose(got[0], store[3] @ q, atol=1e-5)
     assert shard.dots([], sparse).shape == (0,)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_dots_many_equal_get_times_queries_for_hot_colder_and_unknown_keys(monkeypatch, fast):
+    from ipy_memory import _kernels
+    if fast and not _kernels.FAST_HALF_DOTS:
+        pytest.skip("the compiled F16C scan does not run here")
+    monkeypatch.setattr(_kernels, "FAST_HALF_DOTS", fast)
+    rng = np.random.default_rng(9)
+    shard, store = two_tiers(rng, 300)
+    asked = np.array([3, 7, 50, 1, 999, 120, 50, 299])
+    qs = rng.standard_normal((9, 64)).astype(np.float32)
+    got = shard.dots_many(asked, qs)
+    assert got.dtype == np.float32 and got.shape == (9, 8)
+    assert np.allclose(got, qs @ shard.get(asked).T, atol=1e-5)
+    assert not got[:, 1].any() and not got[:, 4].any()               # forgotten, unknown
+    assert np.allclose(got[:, 0], qs @ store[3], atol=1e-5)         # colder: the stored value, exact
+    assert shard.dots_many([], qs).shape == (9, 0)
 
 
 def test_a_loaded_snapshot_serves_searches_and_writes_without_its_key_map():
