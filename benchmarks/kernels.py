@@ -133,13 +133,21 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     return rows
 
 
+def ms_table(title: str, what: str, base: str, rows) -> None:
+    """A section of (name, seconds, the baseline's seconds) rows: milliseconds and the ratio."""
+    print(f"## {title}\n\n| {what} | ms | / {base} |\n|---|---:|---:|")
+    for name, t, ref in rows:
+        print(f"| {name} | {t * 1e3:.2f} | {t / ref:.2f}× |")
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=152_000, help="float16 rows scanned (default 152,000)")
     ap.add_argument("--scores", type=int, default=1_525_000, help="lexical scores to select from")
     ap.add_argument("--texts", type=int, default=20_000, help="synthetic memories for the text kernels")
     ap.add_argument("--repeat", type=int, default=7, help="runs per measurement, the best is kept")
-    ap.add_argument("--quick", action="store_true", help="5,000 rows, 500 texts, 2 runs")
+    ap.add_argument("--quick", action="store_true", help="5,000 rows, 20,000 scores, 500 texts, 2 runs")
     a = ap.parse_args()
     if a.quick:
         a.rows, a.scores, a.texts, a.repeat = 5_000, 20_000, 500, 2
@@ -147,19 +155,13 @@ def main() -> None:
         sys.exit("the _speedups extension is not built (or IPY_MEMORY_PURE_PYTHON is set): nothing to compare")
     print(f"# ipy_memory kernels, {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} cores, "
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n")
-    print(f"## Exact scan of {a.rows:,} float16 rows (384 dims), one query\n")
-    print("| scan | ms | / half_dots |\n|---|---:|---:|")
-    for name, t, base in scan_rows(a.rows, a.repeat):
-        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
-    print(f"\n## Top 200 of {a.scores:,} lexical scores, 13.5% non-zero\n")
-    print("| selection | ms | / largest_nonzero |\n|---|---:|---:|")
-    for name, t, base in selection_rows(a.scores, a.repeat):
-        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
-    print(f"\n## Neighbour structure of {a.rows:,} slots, distances 1 and 2\n")
-    print("| build | ms | / neighbours |\n|---|---:|---:|")
-    for name, t, base in structure_rows(a.rows, a.repeat):
-        print(f"| {name} | {t * 1e3:.2f} | {t / base:.2f}× |")
-    print(f"\n## Text kernels, {a.texts:,} synthetic memories\n")
+    ms_table(f"Exact scan of {a.rows:,} float16 rows (384 dims), one query", "scan", "half_dots",
+             scan_rows(a.rows, a.repeat))
+    ms_table(f"Top 200 of {a.scores:,} lexical scores, 13.5% non-zero", "selection", "largest_nonzero",
+             selection_rows(a.scores, a.repeat))
+    ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",
+             structure_rows(a.rows, a.repeat))
+    print(f"## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")
     for name, fast, slow, count in text_rows(a.texts, a.repeat):
         print(f"| {name} | {fast * 1e6:.2f} | {slow * 1e6:.2f} | {slow / fast:.1f}× | {count:,} |")

@@ -144,7 +144,6 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
     out[:] = acc.reshape(n, dim)
 
 
-
 def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:
     """Each word's (term hash, expandable) from `cache`, or from miss(word), which is then cached; an
     expandable word is the word of its term in `vocab` unless one is there already; the distinct term

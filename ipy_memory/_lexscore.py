@@ -133,7 +133,7 @@ def build(shard, now: float) -> Structure:
     length = np.append(shard.length.view, 0.0)         # float64: the context sums are exact
     length[dead] = 0                                      # forgotten text lends no context
     # every slot's neighbours and context lengths at once (_walk / _contexts / _around do it for a
-    # few slots, as writes need): compiled, one pass instead of ~25 numpy temporaries (100k memories)
+    # few slots, as writes need): one compiled call instead of ~25 numpy temporaries (100k memories)
     distances = np.array([d + 1 for d, w in enumerate(s.neighbor_weights) if w], np.int32)
     around = np.empty((size + 1, 4 * len(distances)), np.int32)
     ctxs = np.empty((len(distances), size + 1), np.int32)

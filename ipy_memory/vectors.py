@@ -269,8 +269,8 @@ class VectorShard(_Rows, ColumnsMixin):
 
     def _exact_rows_compiled(self, mat: np.ndarray, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
         # float16 dots by F16C (152k rows: 9.3 ms on one core against usearch's 26.6, 22.4 on two;
-        # benchmarks/kernels.py), and
-        # no usearch import on the way (~60-100 ms with its urllib, tqdm and onnxruntime imports)
+        # benchmarks/kernels.py), and no usearch import on the way (~60-100 ms with its urllib, tqdm
+        # and onnxruntime imports)
         sims = np.empty((len(qs), len(mat)), np.float32)
         _kernels.half_dots(mat, np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None,
                            sims)

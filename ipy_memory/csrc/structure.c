@@ -9,7 +9,7 @@ const char neighbours_doc[] = PyDoc_STR(
 "a link from -1 is the sentinel's) and the context length there, ctx[i, x] = int32(length[back] +\n"
 "length[forth]) (float64 `length`, index -1 the sentinel's); then around[x] = (back, forth per\n"
 "distance, then ctx[i] of each of those two, index -1 the sentinel's). around: (slots, 4 W) int32,\n"
-"ctx: (W, slots) int32, W = len(distances). _lexscore._walk / _contexts / _around in one pass.");
+"ctx: (W, slots) int32, W = len(distances). _lexscore._walk / _contexts / _around in one call.");
 
 PyObject *neighbours(PyObject *self, PyObject *args)
 {
@@ -106,37 +106,34 @@ PyObject *reply_add(PyObject *self, PyObject *args)
     const float *own = DATA(a[OWN], const float), w = (float)weight;
     const int64_t *asking = DATA(a[ASKING], const int64_t);
     const int32_t *answering = DATA(a[ANSWERING], const int32_t);
-    Py_ssize_t hits = 0, bad = 0;
-    for (Py_ssize_t j = 0; j < n; j++)
-        if (asking[j] < 0 || asking[j] >= size)
-            bad++;
-        else
-            hits += own[asking[j]] > 0;
-    if (bad)
-        return release_checked(a, N, bad, "reply_add", "questions past the scores");
-    /* the answers' increments first, then added: an answer may itself be a question */
-    float *add = PyMem_RawMalloc((size_t)(hits ? hits : 1) * (sizeof(float) + sizeof(int64_t)));
-    if (!add) {
+    /* the answers' increments first, then added: an answer may itself be a question (pages of the
+     * scratch past the hits are never touched) */
+    int64_t *to = PyMem_RawMalloc((size_t)(n ? n : 1) * (sizeof(int64_t) + sizeof(float)));
+    if (!to) {
         PyErr_NoMemory();
         return release(a, N, 0);
     }
-    int64_t *to = (int64_t *)(add + hits);
+    float *add = (float *)(to + n);
+    Py_ssize_t h = 0, bad = 0;
     Py_BEGIN_ALLOW_THREADS
-    Py_ssize_t h = 0;
     for (Py_ssize_t j = 0; j < n; j++) {
+        if (asking[j] < 0 || asking[j] >= size) {
+            bad++;
+            continue;
+        }
         const float v = own[asking[j]];
         if (v > 0) {
             add[h] = w * v;
             to[h++] = answering[j];
         }
     }
-    for (Py_ssize_t k = 0; k < h; k++) {
+    for (Py_ssize_t k = 0; k < h && !bad; k++) {   /* nothing is added once a question is out of range */
         if (to[k] >= size)
             bad++;
         else if (to[k] >= 0)
             score[to[k]] += add[k];
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(add);
-    return release_checked(a, N, bad, "reply_add", "answers past the scores");
+    PyMem_RawFree(to);
+    return release_checked(a, N, bad, "reply_add", "questions or answers past the scores");
 }
