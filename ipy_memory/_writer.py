@@ -64,6 +64,9 @@ def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, flo
 
 def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     """Keys of the sections that may be near-duplicates of the document, or None (search the vectors).
+    A near-duplicate shares index terms with it: in a small space, every section holding one of them
+    is a candidate (by the vectors alone, "ααααα" was a duplicate of "αααααα", with which it shares
+    letter n-grams but no word, so neither its own text nor the other found it again).
 
     The hashing embedder hashes each word with its letter 3-5-grams (a CJK character bigram alone),
     so a term weighs about as many features in the vector as `_features` says. A document at cosine
@@ -74,12 +77,20 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     weights missed near-duplicates that gained a Chinese sentence: many light bigram terms. Either
     pool costs far less than an exact scan of a large space (1.5M sections: ~200 ms); the scan
     remains for pools larger than that."""
-    if len(shard.vec) < threshold:
-        return None                       # small: the exact scan is cheap and complete
     weight = {_text.term_hash(t): _features(t) for n in p.nodes for t in _text.terms(f"{n.title} {n.body}")}
     lists = sorted((len(post[0]), h, post[0]) for h in weight if (post := shard.lex.post.get(h)) is not None)
     if not lists:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
+    if len(shard.vec) < threshold:        # small: every section that holds one of its terms
+        slots = np.unique(np.concatenate([s for _, _, s in lists]))
+    elif (slots := _rare_term_slots(shard, weight, lists)) is None:
+        return None
+    slots = slots[shard.lex.alive.view[slots]]
+    return shard.lex.keys.view[slots]
+
+
+def _rare_term_slots(shard, weight: dict, lists: list) -> np.ndarray | None:
+    """lexical_pool's sections of a large space (the rules in its docstring), or None."""
     fifth = sum(weight.values()) / 5
     cum = np.cumsum([weight[h] for _, h, _ in lists])
     one = rarest_held(cum, fifth)                                            # holds one of lists[:one]
@@ -87,18 +98,14 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     # took ~200 ms at 1.5M sections, twice an exact scan (single-insert p95 at 1M: 106 -> 40 ms with 1/32)
     small = max(4096, len(shard.vec) // 32)
     if sum(n for n, _, _ in lists[:one]) <= small:
-        slots = held_enough(shard, [weight[h] for _, h, _ in lists[:one]], [s for _, _, s in lists[:one]], fifth)
-    else:
-        heaviest = np.maximum.accumulate([weight[h] for _, h, _ in lists])
-        two = max(4, int(np.searchsorted(cum - heaviest, fifth)) + 1)        # holds two of lists[:two]
-        if two > len(lists) or sum(n for n, _, _ in lists[:two]) > 2 * len(shard.vec):
-            return None
-        found, _, count, slots = _per_document(shard, [s for _, _, s in lists[:two]], [1.0] * two)
-        slots = _sections(shard, slots, found[count >= 2])          # only common words: two or more
-        if len(slots) > small:
-            return None
-    slots = slots[shard.lex.alive.view[slots]]
-    return shard.lex.keys.view[slots]
+        return held_enough(shard, [weight[h] for _, h, _ in lists[:one]], [s for _, _, s in lists[:one]], fifth)
+    heaviest = np.maximum.accumulate([weight[h] for _, h, _ in lists])
+    two = max(4, int(np.searchsorted(cum - heaviest, fifth)) + 1)            # holds two of lists[:two]
+    if two > len(lists) or sum(n for n, _, _ in lists[:two]) > 2 * len(shard.vec):
+        return None
+    found, _, count, slots = _per_document(shard, [s for _, _, s in lists[:two]], [1.0] * two)
+    slots = _sections(shard, slots, found[count >= 2])              # only common words: two or more
+    return None if len(slots) > small else slots
 
 
 def rarest_held(cum, fifth: float, floor: int = 4) -> int:

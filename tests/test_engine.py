@@ -43,6 +43,15 @@ def test_exact_and_semantic_duplicates_write_nothing(mem):
     assert d.stored and d.id != a.id
 
 
+def test_a_near_duplicate_by_the_hashing_embedder_shares_a_word(mem):
+    """Letter n-grams alone made "ααααα" a duplicate of "αααααα" (cosine 0.95) though they share no
+    index term: the new text was dropped, and recalling it found neither."""
+    a = mem.remember("αααααα", force=True)
+    b = mem.remember("ααααα")
+    assert b.stored and b.id != a.id
+    assert b.id in {h.document_id for h in mem.recall("ααααα", limit=10).hits}
+
+
 def test_replace_keeps_id_and_swaps_content(mem):
     a = mem.remember("# Plan\nuse postgres")
     r = mem.remember("# Plan\nuse duckdb instead", replace=a.id)
