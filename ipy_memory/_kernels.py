@@ -145,16 +145,17 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
 
 
 def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:
-    """Each word's (term hash, expandable) from `cache`, or from miss(word), which is then cached; an
-    expandable word is the word of its term in `vocab` unless one is there already; the distinct term
-    hashes in order of first use, and how often each occurs."""
+    """Each word's entry, term hash * 2 + expandable, from `cache`, or from miss(word), which is
+    then cached; an expandable word is the word of its term in `vocab` unless one is there already;
+    the distinct term hashes in order of first use, and how often each occurs. (One int per word,
+    not a tuple: a dict of ints is no work for the garbage collector, a dict of tuples is.)"""
     tf: dict[int, int] = {}
     for word in words:
         entry = cache.get(word)
         if entry is None:
             entry = cache[word] = miss(word)
-        term, expandable = entry
-        if expandable and term not in vocab:
+        term = entry >> 1
+        if entry & 1 and term not in vocab:
             vocab[term] = word
         tf[term] = tf.get(term, 0) + 1
     return list(tf), list(tf.values())

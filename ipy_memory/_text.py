@@ -113,8 +113,14 @@ def _words_python(text: str) -> tuple[str, ...]:
 
 _recent_words = lru_cache(maxsize=4096)(_words)
 
+# Bounded LRU caches are walked entry by entry by every full garbage collection, each entry's
+# objects read from wherever they lie: a few hundred thousand entries cost 100 ms a collection
+# when bulk inserts ran (lexical.index_terms keeps every indexed word in a plain dict instead).
+# These serve queries and duplicate checks, whose words repeat.
+_WORD_CACHE = 1 << 15
 
-@lru_cache(maxsize=200_000)
+
+@lru_cache(maxsize=_WORD_CACHE)
 def stem(word: str) -> str:
     if is_cjk(word) or word.isdigit():
         return word
@@ -138,10 +144,10 @@ def surface_terms(text: str) -> list[tuple[str, str]]:
     return [(w, stem(w)) for w in surface_words(text)]
 
 
-def index_word(word: str) -> tuple[int, bool]:
-    """(term_hash of its stem, whether it is `expandable`) of a word: what indexing a text needs of
-    each word (cached by `lexical.index_terms`)."""
-    return term_hash(stem(word)), expandable(word)
+def index_word(word: str) -> int:
+    """term_hash of its stem * 2 + whether it is `expandable`: what indexing a text needs of each
+    word, as one int (cached by `lexical.index_terms`)."""
+    return term_hash(stem(word)) << 1 | expandable(word)
 
 
 def terms(text: str) -> list[str]:
@@ -154,7 +160,7 @@ def expandable(word: str) -> bool:
     return word.isalpha() and not is_cjk(word) and len(word) > 2
 
 
-@lru_cache(maxsize=1 << 19)
+@lru_cache(maxsize=_WORD_CACHE)
 def term_hash(term: str) -> int:
     """A 63-bit hash that is the same in every process (Python's hash() is salted per process)."""
     return _kernels.blake2b64(term) >> 1

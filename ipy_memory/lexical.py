@@ -184,7 +184,6 @@ class LexicalShard:
         lengths, cues, docs, prev, nxt = [], [], [], [], []
         body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
         doc_terms: dict[int, Counter] = {}
-        vocab: dict[int, str] = {}                 # term hash -> the first expandable word seen for it
         for slot, r in zip(slots, rows):
             if self._slot_of is not None:
                 self._slot_of[r.key] = slot
@@ -202,7 +201,7 @@ class LexicalShard:
             docs.append(ds)
             _, speaker, message = _text.chat_parts(r.body)
             ws = _text.surface_words(r.body)
-            terms, counts = index_terms(ws, vocab)
+            terms, counts = index_terms(ws, self._vocab)    # (the vocabulary gains the text's new words)
             body[0].extend(terms)
             body[1].extend([slot] * len(terms))
             body[2].extend(counts)
@@ -226,9 +225,6 @@ class LexicalShard:
                 self._thread_last[r.session] = (slot, r.created_at)
             prev.append(link)
             nxt.append(-1)
-        known = self._vocab
-        for h, w in vocab.items():
-            known.setdefault(h, w)
         self.post.append_many(*body)
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])
@@ -317,7 +313,7 @@ class LexicalShard:
         return _lexscore.scores(self, self._structure(now), qterms, qcues)
 
 
-_WORD_TERMS: dict[str, tuple[int, bool]] = {}     # word -> _text.index_word(word)
+_WORD_TERMS: dict[str, int] = {}     # word -> _text.index_word(word)
 _WORD_TERMS_MAX = 1 << 19
 
 

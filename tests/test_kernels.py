@@ -422,15 +422,18 @@ def test_hash_rows_refuse_inconsistent_arrays():
 
 @compiled
 @settings(max_examples=100, deadline=None)
-@given(words=st.lists(st.sampled_from(["kelp", "tide", "net", "x1", "crab", "gull", "42", "naïve"]), max_size=40),
-       known=st.lists(st.sampled_from(["kelp", "net", "42"]), max_size=3))
+@given(words=st.lists(st.sampled_from(["kelp", "tide", "net", "x1", "crab", "gull", "42", "naïve"]), max_size=150),
+       known=st.lists(st.sampled_from(["kelp", "net", "42"]), max_size=3))     # (past 64 words: a heap table)
 def test_index_terms_match_the_python_twin(words, known):
+    def entry(word):         # few terms: several words share one, expandable or not
+        return (sum(map(ord, word)) % 7) << 1 | word.isalpha()
+
     def miss(word, calls):
         calls.append(word)
-        return (hash(word) % 7, word.isalpha())        # few terms: several words share one
+        return entry(word)
     runs = []
     for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
-        cache = {w: (hash(w) % 7, w.isalpha()) for w in known}
+        cache = {w: entry(w) for w in known}
         vocab, calls = {3: "preset"}, []
         out = f(tuple(words), cache, lambda w: miss(w, calls), vocab)
         runs.append((out, cache, vocab, calls))
@@ -441,18 +444,33 @@ def test_index_terms_match_the_python_twin(words, known):
 
 
 @compiled
+def test_index_terms_offer_the_first_expandable_word_of_a_term():
+    for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
+        vocab = {}
+        entries = {"42": 9 << 1, "kelps": 9 << 1 | 1, "kelp": 9 << 1 | 1, "net": 4 << 1 | 1}
+        assert f(("42", "kelps", "kelp", "42", "net"), dict(entries), None, vocab) == ([9, 4], [4, 1])
+        assert vocab == {9: "kelps", 4: "net"}
+        vocab = {4: "nets"}
+        assert f(("net", "net"), dict(entries), None, vocab) == ([4], [2]) and vocab == {4: "nets"}
+
+
+@compiled
 def test_index_terms_errors_reach_the_caller():
     f = _kernels._speedups.index_terms
     with pytest.raises(TypeError):
-        f(("kelp",), {}, lambda w: 5, {})                 # an entry that is not a (term, expandable) pair
+        f(("kelp",), {}, lambda w: (5, True), {})         # an entry that is not term * 2 + expandable
+    with pytest.raises(TypeError):
+        f(("kelp",), {}, lambda w: -2, {})                # ... nor a negative one
+    with pytest.raises(TypeError):
+        f(("kelp",), {}, lambda w: 1 << 64, {})           # ... nor one past 64 bits
     with pytest.raises(ZeroDivisionError):
         f(("kelp",), {}, lambda w: 1 / 0, {})             # the miss function's own error
     with pytest.raises(TypeError):
-        f(5, {}, lambda w: (1, True), {})                  # words must be a sequence
+        f(5, {}, lambda w: 3, {})                          # words must be a sequence
     with pytest.raises(TypeError):
-        f(([1],), {}, lambda w: (1, True), {})             # an unhashable word
+        f(([1],), {}, lambda w: 3, {})                     # an unhashable word
     with pytest.raises(TypeError):
-        f(("kelp",), [], lambda w: (1, True), {})          # the cache must be a dict
+        f(("kelp",), [], lambda w: 3, {})                  # the cache must be a dict
 
 
 @compiled

@@ -299,9 +299,48 @@ PyObject *nonzero(PyObject *self, PyObject *args)
 
 const char index_terms_doc[] = PyDoc_STR(
 "index_terms(words, cache, miss, vocab) -> (terms, counts)\n--\n\n"
-"Each word's (term hash, expandable) from the dict `cache`, or from miss(word), which is then cached;\n"
-"an expandable word is the word of its term in `vocab` unless one is there already; the distinct\n"
-"term hashes in order of first use, and how often each occurs (_kernels.index_terms_python).");
+"Each word's entry, term hash * 2 + expandable (a non-negative int below 2**64), from the dict\n"
+"`cache`, or from miss(word), which is then cached; an expandable word is the word of its term in\n"
+"`vocab` unless one is there already; the distinct term hashes in order of first use, and how often\n"
+"each occurs (_kernels.index_terms_python).");
+
+/* A text's distinct terms, in order of first use, found through an open-addressing table of
+ * their positions (a dict of Python ints per text cost more than the words' cache lookups). */
+typedef struct {
+    uint64_t term;
+    long count;
+    int expanded; /* an expandable word of this term has been offered to vocab */
+} Seen;
+
+#define SMALL_TEXT 64   /* words whose tables fit on the stack */
+
+static Py_ssize_t seen_slot(const int32_t *table, uint64_t mask, const Seen *seen, uint64_t term)
+{
+    uint64_t i = (term * 0x9E3779B97F4A7C15ull) >> 32 & mask;
+    while (table[i] >= 0 && seen[table[i]].term != term)
+        i = (i + 1) & mask;
+    return (Py_ssize_t)i;
+}
+
+static PyObject *entry_of(PyObject *cache, PyObject *miss, PyObject *word, uint64_t *packed)
+{
+    PyObject *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
+    if (entry)
+        Py_INCREF(entry);
+    else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
+        Py_XDECREF(entry);
+        return NULL;
+    }
+    *packed = PyLong_Check(entry) ? PyLong_AsUnsignedLongLong(entry) : (uint64_t)-1;
+    if (*packed == (uint64_t)-1 && (!PyLong_Check(entry) || PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "index_terms: cache entries must be term hash * 2 + expandable, "
+                                         "a non-negative int below 2**64");
+        Py_DECREF(entry);
+        return NULL;
+    }
+    return entry;
+}
 
 PyObject *index_terms(PyObject *self, PyObject *args)
 {
@@ -311,48 +350,72 @@ PyObject *index_terms(PyObject *self, PyObject *args)
     PyObject *seq = PySequence_Fast(words, "index_terms: words must be a sequence");
     if (!seq)
         return NULL;
-    PyObject *tf = PyDict_New(), *result = NULL;
-    if (!tf)
-        goto done;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *word = items[i], *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
-        if (entry)
-            Py_INCREF(entry);
-        else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
-            Py_XDECREF(entry);
-            goto done;
-        }
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
-            PyErr_SetString(PyExc_TypeError, "index_terms: cache entries must be (term hash, expandable) tuples");
-            Py_DECREF(entry);
-            goto done;
-        }
-        PyObject *term = PyTuple_GET_ITEM(entry, 0);
-        int expandable = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 1)), ok = expandable >= 0;
-        if (ok && expandable) {
-            int known = PyDict_Contains(vocab, term);
-            ok = known >= 0 && (known || PyDict_SetItem(vocab, term, word) == 0);
-        }
-        if (ok) {
-            PyObject *count = PyDict_GetItemWithError(tf, term);
-            long c = count ? PyLong_AsLong(count) : 0;
-            PyObject *next = (c >= 0 && !PyErr_Occurred()) ? PyLong_FromLong(c + 1) : NULL;
-            ok = next && PyDict_SetItem(tf, term, next) == 0;
-            Py_XDECREF(next);
-        }
-        Py_DECREF(entry);
-        if (!ok)
-            goto done;
+    PyObject **items = PySequence_Fast_ITEMS(seq), *result = NULL, *terms = NULL, *counts = NULL;
+    uint64_t mask = 2 * SMALL_TEXT - 1;
+    while ((Py_ssize_t)(mask + 1) < 2 * n)
+        mask = 2 * mask + 1;
+    int32_t small_table[2 * SMALL_TEXT];
+    Seen small_seen[SMALL_TEXT];
+    int32_t *table = n <= SMALL_TEXT ? small_table : PyMem_Malloc((mask + 1) * sizeof(int32_t));
+    Seen *seen = n <= SMALL_TEXT ? small_seen : PyMem_Malloc(n * sizeof(Seen));
+    if (!table || !seen) {
+        PyErr_NoMemory();
+        goto done;
     }
-    PyObject *terms = PyDict_Keys(tf), *counts = terms ? PyDict_Values(tf) : NULL;
-    if (terms && counts)
-        result = PyTuple_Pack(2, terms, counts);
+    memset(table, 0xff, (mask + 1) * sizeof(int32_t));
+    if (!(terms = PyList_New(0)))
+        goto done;
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t packed;
+        PyObject *entry = entry_of(cache, miss, items[i], &packed);
+        if (!entry)
+            goto done;
+        Py_DECREF(entry);                        /* (the cache holds it) */
+        const uint64_t term = packed >> 1;
+        const Py_ssize_t at = seen_slot(table, mask, seen, term);
+        Seen *s;
+        PyObject *term_obj = NULL;
+        if (table[at] < 0) {
+            table[at] = (int32_t)distinct;
+            s = &seen[distinct++];
+            *s = (Seen){term, 0, 0};
+            if (!(term_obj = PyLong_FromUnsignedLongLong(term)) || PyList_Append(terms, term_obj) < 0) {
+                Py_XDECREF(term_obj);
+                goto done;
+            }
+        } else
+            s = &seen[table[at]];
+        s->count++;
+        if ((packed & 1) && !s->expanded) {     /* later expandable words of the term find it in vocab */
+            s->expanded = 1;
+            if (!term_obj)
+                term_obj = PyList_GET_ITEM(terms, table[at]), Py_INCREF(term_obj);
+            int known = PyDict_Contains(vocab, term_obj);
+            if (known < 0 || (!known && PyDict_SetItem(vocab, term_obj, items[i]) < 0)) {
+                Py_DECREF(term_obj);
+                goto done;
+            }
+        }
+        Py_XDECREF(term_obj);
+    }
+    if (!(counts = PyList_New(distinct)))
+        goto done;
+    for (Py_ssize_t j = 0; j < distinct; j++) {
+        PyObject *c = PyLong_FromLong(seen[j].count);
+        if (!c)
+            goto done;
+        PyList_SET_ITEM(counts, j, c);
+    }
+    result = PyTuple_Pack(2, terms, counts);
+done:
+    if (table != small_table)
+        PyMem_Free(table);
+    if (seen != small_seen)
+        PyMem_Free(seen);
     Py_XDECREF(terms);
     Py_XDECREF(counts);
-done:
-    Py_XDECREF(tf);
     Py_DECREF(seq);
     return result;
 }
