@@ -62,6 +62,23 @@ def test_replace_keeps_id_and_swaps_content(mem):
         mem.remember("x", replace="m-0000000000000000")
 
 
+def test_new_ids_ascend_across_kernels_and_are_never_reused(tmp_path, monkeypatch):
+    import ipy_memory._writer as writer
+    now = [1_800_000_000_000_000_000]                    # a frozen wall clock, then one that steps back
+    monkeypatch.setattr(writer.time, "time_ns", lambda: now[0])
+    with MemoryEngine(tmp_path / "s", project="p") as a, MemoryEngine(tmp_path / "s", project="p") as b:
+        ids = [r.id for r in a.remember_many(["kelp forest", "tide pools", "kelp forest"])]
+        assert ids[2] == ids[0]                           # a duplicate takes no new id
+        ids[2:] = [b.remember("gull colony").id, a.remember("crab molting").id]
+        last = ids[-1]
+        a.forget(last)
+        now[0] -= 3_600 * 10**9
+        ids += [r.id for r in b.remember_many(["reef sharks", "sea otters"])]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids) and ids[-2] > last
+        assert ids[0] == f"m-{1_800_000_000_000 << 20:016x}"       # milliseconds, then a sequence
+        assert {h.text for h in a.recall("gull colony otters", limit=5)} >= {"gull colony", "sea otters"}
+
+
 def test_forget_document_and_section(mem):
     a = mem.remember("# Doc\n## One\nalpha apples\n## Two\nbeta bananas")
     res = mem.forget(f"{a.id}#1")
