@@ -12,7 +12,7 @@ from ._ingest import Prepared
 from .errors import NotFound
 from .lexical import NodeRow
 from .models import Memory, RememberResult
-from .store import encode_vec
+from .store import encode_vecs
 
 DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
@@ -249,12 +249,12 @@ class BatchWriter:
                        (*row, self.now, self.now, expires, doc_id))
         else:
             self.docs.append((doc_id, *row, self.now, self.now, self.now, expires))
-        for node, vec in zip(p.nodes, p.vectors):
+        for node, vec, blob in zip(p.nodes, p.vectors, encode_vecs(p.vectors)):
             key = self.next_key
             self.next_key += 1
             self.nodes.append((key, doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,
                                node.stored_body, node.metadata_json, node.hash))
-            self.vecs.append((key, encode_vec(vec)))
+            self.vecs.append((key, blob))
             self.changes.append((key, p.space))
             if p.replace is None:     # (a replaced document keeps its tier, which only SQLite knows)
                 self.written[key] = (NodeRow(key, doc_id, node.ord, len(p.nodes), node.title, node.body,

@@ -182,6 +182,7 @@ class LexicalShard:
         base = self.keys.size
         slots = range(base, base + len(rows))
         lengths, cues, docs, prev, nxt = [], [], [], [], []
+        new_docs: list[bool] = []                  # whether each document new to the shard has several nodes
         body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
         doc_terms: dict[int, Counter] = {}
         for slot, r in zip(slots, rows):
@@ -189,15 +190,10 @@ class LexicalShard:
                 self._slot_of[r.key] = slot
             ds = self.doc_slot_of.get(r.document_id)
             if ds is None:
-                ds = self.doc_slot_of[r.document_id] = self.doc_len.size
+                ds = self.doc_slot_of[r.document_id] = self.doc_len.size + len(new_docs)
                 if self._doc_at is not None:
                     self._doc_at[ds] = r.document_id
-                self.doc_len.extend([0.0])
-                self.doc_multi.extend([r.doc_nodes > 1])
-                self.doc_live.extend([0])
-                self.doc_text.extend([0])
-                self.n_docs += 1
-            self.doc_live.view[ds] += 1
+                new_docs.append(r.doc_nodes > 1)
             docs.append(ds)
             _, speaker, message = _text.chat_parts(r.body)
             ws = _text.surface_words(r.body)
@@ -211,7 +207,6 @@ class LexicalShard:
             titles[1].extend([slot] * len(named))
             if r.doc_nodes > 1:
                 doc_terms.setdefault(ds, Counter()).update(dict(zip(terms, counts)))
-            self.doc_text.view[ds] += bool(ws)
             lengths.append(len(ws))
             cues.append(_text.answer_cues(message) | _text.question_marks(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
@@ -225,6 +220,13 @@ class LexicalShard:
                 self._thread_last[r.session] = (slot, r.created_at)
             prev.append(link)
             nxt.append(-1)
+        self.doc_len.extend(np.zeros(len(new_docs)))
+        self.doc_multi.extend(new_docs)
+        self.doc_live.extend(np.zeros(len(new_docs)))
+        self.doc_text.extend(np.zeros(len(new_docs)))
+        self.n_docs += len(new_docs)
+        np.add.at(self.doc_live.view, docs, 1)
+        np.add.at(self.doc_text.view, [d for d, n in zip(docs, lengths) if n], 1)
         self.post.append_many(*body)
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])
