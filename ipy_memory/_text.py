@@ -146,7 +146,10 @@ def surface_terms(text: str) -> list[tuple[str, str]]:
 
 def index_word(word: str) -> int:
     """term_hash of its stem * 2 + whether it is `expandable`: what indexing a text needs of each
-    word, as one int (cached by `lexical.index_terms`)."""
+    word, as one int (cached by `lexical.index_terms`). A CJK gram or a number is its own stem and
+    not expandable: most words new to a store are such grams, and skip the caches on the way."""
+    if is_cjk(word) or word.isdigit():
+        return _kernels.blake2b64(word) >> 1 << 1
     return term_hash(stem(word)) << 1 | expandable(word)
 
 
