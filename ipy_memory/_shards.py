@@ -26,7 +26,7 @@ from ._log import log
 from ._npz import load_npz, write_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
-from .store import NODE_SELECT, Store, decode_vecs
+from .store import NODE_SELECT, Store, decode_half, decode_vecs
 from .vectors import VectorShard
 
 
@@ -303,7 +303,7 @@ class Shards:
     def _add_vector_rows(self, vec: VectorShard, rows, build: bool) -> None:
         """Rows of _VECTOR_ROWS: documents outside the hottest tier keep int8 vectors in memory."""
         hot = self.hot_tier()
-        vec.add([r[0] for r in rows], decode_vecs([r[1] for r in rows], self.dim),
+        vec.add([r[0] for r in rows], decode_half([r[1] for r in rows], self.dim),
                 cold=[r[2] != hot for r in rows], build=build)
 
     def _apply_adds(self, shard: Shard, keys: list[int]) -> None:

@@ -12,7 +12,7 @@ from ._ingest import Prepared
 from .errors import NotFound
 from .lexical import NodeRow
 from .models import Memory, RememberResult
-from .store import encode_vecs
+from .store import encode_rows
 
 DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
@@ -176,7 +176,7 @@ class BatchWriter:
         self.docs, self.nodes, self.vecs, self.changes = [], [], [], []
         # the nodes of new documents as the indexes take them, by key: what Shards.sync would read
         # back from SQLite after the commit (`own`)
-        self.written: dict[int, tuple[NodeRow, np.ndarray]] = {}
+        self.written: dict[int, tuple[NodeRow, np.ndarray]] = {}     # (row, float16 vector)
         self.next_key = db.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
                                    "COALESCE((SELECT max(key) FROM nodes), 0)").fetchone()
         self.next_key = max(self.next_key) + 1
@@ -249,7 +249,8 @@ class BatchWriter:
                        (*row, self.now, self.now, expires, doc_id))
         else:
             self.docs.append((doc_id, *row, self.now, self.now, self.now, expires))
-        for node, vec, blob in zip(p.nodes, p.vectors, encode_vecs(p.vectors)):
+        half = np.asarray(p.vectors, np.float16).reshape(len(p.nodes), -1)    # as stored, and as the index keeps it
+        for node, vec, blob in zip(p.nodes, half, encode_rows(half)):
             key = self.next_key
             self.next_key += 1
             self.nodes.append((key, doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,

@@ -68,17 +68,19 @@ def encode_vec(v: np.ndarray) -> bytes:
     return np.asarray(v, np.float16).tobytes()
 
 
-def encode_vecs(m: np.ndarray) -> list[bytes]:
-    """encode_vec of each row, converted in one call (a conversion per row cost more than the copy)."""
-    m = np.asarray(m, np.float16)
-    raw, step = m.tobytes(), m.shape[1] * 2 if m.ndim == 2 else 0
-    return [raw[i:i + step] for i in range(0, len(raw), step)] if step else [b""] * len(m)
+def encode_rows(half: np.ndarray) -> list[bytes]:
+    """encode_vec of each row of a float16 matrix, from one copy of its bytes."""
+    raw, step = half.tobytes(), half.shape[1] * 2
+    return [raw[i:i + step] for i in range(0, len(raw), step)] if step else [b""] * len(half)
+
+
+def decode_half(blobs: list[bytes], dim: int) -> np.ndarray:
+    """The stored float16 rows as a matrix (float16)."""
+    return np.frombuffer(b"".join(blobs), np.float16).reshape(len(blobs), dim)
 
 
 def decode_vecs(blobs: list[bytes], dim: int) -> np.ndarray:
-    if not blobs:
-        return np.zeros((0, dim), np.float32)
-    return np.frombuffer(b"".join(blobs), np.float16).reshape(len(blobs), dim).astype(np.float32)
+    return decode_half(blobs, dim).astype(np.float32)
 
 
 class Store:

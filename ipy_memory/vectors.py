@@ -67,7 +67,9 @@ class VectorShard(_Rows, ColumnsMixin):
 
         `build=False` leaves the graph alone (loading: a saved graph is adopted afterwards)."""
         keys = np.asarray(keys, np.int64)
-        vecs = np.asarray(vecs, np.float32).reshape(len(keys), self.dim)
+        vecs = np.asarray(vecs)         # float16 rows (as stored) are kept as they are: no round trip
+        vecs = vecs.astype(np.float32, copy=False) if vecs.dtype != np.float16 else vecs
+        vecs = vecs.reshape(len(keys), self.dim)
         known = self._rows(keys) >= 0
         if self.low.live:
             known |= np.array([k in self.low.row_of for k in keys.tolist()], bool)
@@ -81,7 +83,7 @@ class VectorShard(_Rows, ColumnsMixin):
             return
         self._added(keys[fresh], self.keys.size)
         self.keys.extend(keys[fresh])
-        self.mat.extend(np.asarray(vecs, np.float32)[fresh])
+        self.mat.extend(vecs[fresh])
         self.alive.extend(np.ones(len(fresh), bool))
         if build and self.graph_allowed and self.hot_count >= self.s.exact_threshold:
             if self.keys.size - self.graph_rows >= (self.s.hnsw_tail if self.graph is not None else 0):

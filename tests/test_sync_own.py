@@ -49,17 +49,20 @@ def spy(monkeypatch):
     return used
 
 
-def rebuilt(path, clock):
+def rebuilt(path, clock, hot="hot"):
     """The same store's indexes rebuilt from SQLite (no snapshot)."""
     for f in (path / "index").glob("*"):
         f.unlink()
     mem = MemoryEngine(path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0])
+    mem.shards.hot_tier = lambda: hot
     mem.recall("kelp")
     return mem
 
 
-def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock):
+@pytest.mark.parametrize("hot", ["hot", "fresh"])     # "fresh": new documents keep int8 vectors
+def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock, hot):
     with MemoryEngine(tmp_path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
+        mem.shards.hot_tier = lambda: hot
         mem.recall("kelp")                            # indexes loaded: writes keep them up to date
         for items in batches():
             mem.remember_many(items)
@@ -68,7 +71,8 @@ def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock):
         assert spy == [mem.shards] * 5
         state = index_state(mem)
         hits = [h.id for h in mem.recall("kelp tide net")]
-    other = rebuilt(tmp_path, clock)
+    assert len(state[1]["low_keys" if hot == "fresh" else "hot_keys"]) > 150
+    other = rebuilt(tmp_path, clock, hot)
     try:
         same(state, index_state(other))
         assert [h.id for h in other.recall("kelp tide net")] == hits
