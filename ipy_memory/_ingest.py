@@ -134,16 +134,18 @@ def prepare(item: dict, settings: Settings) -> Prepared:
             raise InvalidArgument(f"replace takes a memory id like 'm-0123456789abcdef', not a section id ({replace!r})")
         replace = doc_id
     sections = parse(content)
+    doc_hash = content_hash(content)
     nodes = []
     for i, sec in enumerate(sections):
         single = len(sections) == 1 and sec.body == content
+        # (normalising drops the empty title's newline: a single section's hash is the document's)
         nodes.append(PreparedNode(ord=i, parent_ord=sec.parent if sec.parent >= 0 else None, depth=sec.level,
                                   path=sec.path, title=sec.title or (title or "") if i == 0 else sec.title,
                                   body=sec.body, stored_body=None if single else sec.body, metadata_json=None,
-                                  hash=content_hash(sec.title + "\n" + sec.body)))
+                                  hash=doc_hash if single and not sec.title else content_hash(sec.title + "\n" + sec.body)))
     return Prepared(content=content, title=title or default_title(content, sections), scope=scope, project=project,
                     importance=importance, ttl=ttl, force=force, replace=replace, metadata=metadata, kind="note",
-                    nodes=nodes, hash=content_hash(content), redactions=redactions, metadata_json=meta_json)
+                    nodes=nodes, hash=doc_hash, redactions=redactions, metadata_json=meta_json)
 
 
 def _message_text(msg: dict, i: int) -> str:

@@ -138,3 +138,17 @@ def test_index_word_is_the_stems_term_and_expandability(text):
     # index_word's shortcut for CJK grams and numbers gives what the general rule gives
     for word in _text.words(text):
         assert _text.index_word(word) == _text.term_hash(_text.stem(word)) << 1 | _text.expandable(word)
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from("ab \n\t#=-光\u00a0\u2028"), max_size=30))
+def test_a_single_sections_hash_is_its_documents(text):
+    # prepare() reuses the document's hash for a memory of one untitled section: the same as hashing it
+    from ipy_memory._ingest import prepare
+    from ipy_memory._markdown import parse
+    from ipy_memory.config import Settings
+    if not text.strip():
+        return
+    p = prepare({"content": text, "title": "given"}, Settings())
+    assert [n.hash for n in p.nodes] == [_text.content_hash(f"{s.title}\n{s.body}") for s in parse(text)]
