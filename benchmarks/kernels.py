@@ -113,7 +113,9 @@ def structure_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
 def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     texts, _ = Corpus(seed=0).memories(0, n)
     ascii_texts = [t for t in texts if t.isascii()]
-    words = list(dict.fromkeys(w for t in texts for w in _text.words(t)))
+    per_text = [_text.words(t) for t in texts]
+    words = list(dict.fromkeys(w for ws in per_text for w in ws))
+    entries = {w: _text.index_word(w) for w in words}      # every word cached, as in a store that has seen them
     regexes = (_text._NUMBER, _text._TIME, _text._NAME)
     k, stop = _kernels._speedups, _text.STOP_WORDS
     rows = []
@@ -126,6 +128,8 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
          lambda w: _kernels.blake2b64_python("w|" + w), words),
         ("a new word's 3-5-gram hashes (gram_hashes / Python)", lambda w: k.gram_hashes(f"<{w}>", {}, (3, 4, 5)),
          lambda w: _kernels.gram_hashes_python(f"<{w}>", {}, (3, 4, 5)), words),
+        ("a text's terms from cached words (index_terms / Python)", lambda ws: k.index_terms(ws, entries, None, {}),
+         lambda ws: _kernels.index_terms_python(ws, entries, None, {}), per_text),
     ]:
         t_fast = best(lambda: [fast(x) for x in items], repeat)
         t_slow = best(lambda: [slow(x) for x in items], repeat)
