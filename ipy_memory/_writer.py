@@ -201,6 +201,9 @@ class BatchWriter:
 
     def write(self, preps: list[Prepared]) -> list[RememberResult]:
         existing, seen, results = self._existing(preps), {}, []
+        # every vector of the batch in float16 at once: as stored, and as the index keeps it
+        half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps else None
+        ends = np.cumsum([len(p.nodes) for p in preps]).tolist()
         fresh = None
         for j, p in enumerate(preps):
             ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
@@ -223,13 +226,13 @@ class BatchWriter:
             if p.replace is None and fresh is None:
                 fresh = new_ids(self.db, len(preps) - j)[::-1]   # popped in order (duplicates' ids go unused)
             doc_id = p.replace or fresh.pop()
-            self._document(p, doc_id, expires)
+            self._document(p, doc_id, expires, half[ends[j] - len(p.nodes):ends[j]])
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
         self.flush()
         return results
 
-    def _document(self, p: Prepared, doc_id: str, expires: float | None) -> None:
+    def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
         meta = p.metadata_json
         if meta is None and p.metadata is not None:
             meta = json.dumps(p.metadata, ensure_ascii=False)
@@ -249,7 +252,6 @@ class BatchWriter:
                        (*row, self.now, self.now, expires, doc_id))
         else:
             self.docs.append((doc_id, *row, self.now, self.now, self.now, expires))
-        half = np.asarray(p.vectors, np.float16).reshape(len(p.nodes), -1)    # as stored, and as the index keeps it
         for node, vec, blob in zip(p.nodes, half, encode_rows(half)):
             key = self.next_key
             self.next_key += 1
