@@ -81,20 +81,20 @@ class HashEmbedder(Embedder):
             self._grams.clear()
         return h, feats
 
-    def _lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Each word's entry (repeats included), and the arrays of hashes, first features, feature
-        counts and features those index; the words not seen before are hashed and stored in one
-        numpy pass (a pass per word cost more than the hashing)."""
+    def _lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The (distinct) words' hashes, first features and feature counts, and the feature arrays
+        those index; the words not seen before are hashed and stored in one numpy pass (a pass per
+        word cost more than the hashing)."""
         with self._lock:
             if len(self._cache) + len(words) > self._cache_size:
                 self._clear()                        # between batches: a batch's entries stay valid
             cache = self._cache
             found = list(map(cache.get, words))
             if None in found:
-                self._add(list(dict.fromkeys(w for w, e in zip(words, found) if e is None)))
+                self._add([w for w, e in zip(words, found) if e is None])
                 found = list(map(cache.__getitem__, words))
-            # (the arrays as they are now: a later batch may grow them into new ones)
-            return np.array(found, np.int64), self._hash, self._first, self._count, self._slots, self._signs
+            at = np.array(found, np.int64)
+            return self._hash[at], self._first[at], self._count[at], self._slots, self._signs
 
     def _add(self, words: list[str]) -> None:
         """Hash and store new words (under the lock). They enter the cache only once their entries
@@ -124,7 +124,9 @@ class HashEmbedder(Embedder):
         flat = list(chain.from_iterable(per_text))
         if not flat:
             return np.zeros((n, self.dim), np.float32)
-        ids, hashes, firsts, counts, feat_slots, feat_signs = self._lookup(flat)
+        local = {w: i for i, w in enumerate(dict.fromkeys(flat))}   # word -> id, by first appearance
+        hashes, firsts, counts, feat_slots, feat_signs = self._lookup(list(local))
+        ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
         per = np.fromiter(map(len, per_text), np.int64, n)
         out = np.empty((n, self.dim), np.float32)
         _kernels.hash_rows(ids, per, firsts, counts, hashes, feat_slots, feat_signs, _log_tf(int(per.max())), out)
