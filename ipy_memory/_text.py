@@ -149,7 +149,7 @@ def index_word(word: str) -> int:
     word, as one int (cached by `lexical.index_terms`). A CJK gram or a number is its own stem and
     not expandable: most words new to a store are such grams, and skip the caches on the way."""
     if is_cjk(word) or word.isdigit():
-        return _kernels.blake2b64(word) >> 1 << 1
+        return term_hash.__wrapped__(word) << 1     # (term_hash without its cache)
     return term_hash(stem(word)) << 1 | expandable(word)
 
 

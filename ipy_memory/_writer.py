@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import accumulate
 
 import numpy as np
 
@@ -203,7 +204,7 @@ class BatchWriter:
         existing, seen, results = self._existing(preps), {}, []
         # every vector of the batch in float16 at once: as stored, and as the index keeps it
         half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps else None
-        ends = np.cumsum([len(p.nodes) for p in preps]).tolist()
+        starts = [0, *accumulate(len(p.nodes) for p in preps)]
         fresh = None
         for j, p in enumerate(preps):
             ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
@@ -224,9 +225,9 @@ class BatchWriter:
                                                   existing=dup[0], similarity=dup[1], **base))
                     continue
             if p.replace is None and fresh is None:
-                fresh = new_ids(self.db, len(preps) - j)[::-1]   # popped in order (duplicates' ids go unused)
-            doc_id = p.replace or fresh.pop()
-            self._document(p, doc_id, expires, half[ends[j] - len(p.nodes):ends[j]])
+                fresh = iter(new_ids(self.db, len(preps) - j))   # (duplicates' ids go unused)
+            doc_id = p.replace or next(fresh)
+            self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
         self.flush()

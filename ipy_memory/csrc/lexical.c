@@ -322,24 +322,26 @@ static Py_ssize_t seen_slot(const int32_t *table, uint64_t mask, const Seen *see
     return (Py_ssize_t)i;
 }
 
-static PyObject *entry_of(PyObject *cache, PyObject *miss, PyObject *word, uint64_t *packed)
+/* The cached entry of a word (asking miss(word) and caching its answer when there is none): 0, or
+ * -1 with an exception set. */
+static int entry_of(PyObject *cache, PyObject *miss, PyObject *word, uint64_t *packed)
 {
     PyObject *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
     if (entry)
         Py_INCREF(entry);
     else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
         Py_XDECREF(entry);
-        return NULL;
+        return -1;
     }
     *packed = PyLong_Check(entry) ? PyLong_AsUnsignedLongLong(entry) : (uint64_t)-1;
-    if (*packed == (uint64_t)-1 && (!PyLong_Check(entry) || PyErr_Occurred())) {
-        PyErr_Clear();
+    const int bad = *packed == (uint64_t)-1 && (!PyLong_Check(entry) || PyErr_Occurred());
+    Py_DECREF(entry);
+    if (bad) {                     /* (replaces an OverflowError for a negative or too large int) */
         PyErr_SetString(PyExc_TypeError, "index_terms: cache entries must be term hash * 2 + expandable, "
                                          "a non-negative int below 2**64");
-        Py_DECREF(entry);
-        return NULL;
+        return -1;
     }
-    return entry;
+    return 0;
 }
 
 PyObject *index_terms(PyObject *self, PyObject *args)
@@ -369,10 +371,8 @@ PyObject *index_terms(PyObject *self, PyObject *args)
     Py_ssize_t distinct = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t packed;
-        PyObject *entry = entry_of(cache, miss, items[i], &packed);
-        if (!entry)
+        if (entry_of(cache, miss, items[i], &packed) < 0)
             goto done;
-        Py_DECREF(entry);                        /* (the cache holds it) */
         const uint64_t term = packed >> 1;
         const Py_ssize_t at = seen_slot(table, mask, seen, term);
         Seen *s;
@@ -390,8 +390,10 @@ PyObject *index_terms(PyObject *self, PyObject *args)
         s->count++;
         if ((packed & 1) && !s->expanded) {     /* later expandable words of the term find it in vocab */
             s->expanded = 1;
-            if (!term_obj)
-                term_obj = PyList_GET_ITEM(terms, table[at]), Py_INCREF(term_obj);
+            if (!term_obj) {
+                term_obj = PyList_GET_ITEM(terms, table[at]);
+                Py_INCREF(term_obj);
+            }
             int known = PyDict_Contains(vocab, term_obj);
             if (known < 0 || (!known && PyDict_SetItem(vocab, term_obj, items[i]) < 0)) {
                 Py_DECREF(term_obj);
