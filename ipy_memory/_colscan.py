@@ -34,17 +34,13 @@ this.
 
 from __future__ import annotations
 
-import os
 import threading
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _kernels
+from ._threads import Worker
 from ._topk import largest
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor     # imported where used: it imports logging
 
 BLOCK = 1 << 16            # rows per block (a block's column: 64 kB)
 _ONE = 127                 # the int8 value of a row's largest |value|
@@ -55,23 +51,7 @@ SPARSE_MIN_ROWS = 1_000    # below this, the full float16 scan is as fast (and n
                            # columns, a hybrid recall of 10k memories took 1.6 ms against 3.5 scanning
 SPARSE_MAX_SHARE = 0.5     # by columns only for queries non-zero in at most this share of dimensions
 _current = None            # the _Parts of the scan in progress (help_scan)
-_pool: ThreadPoolExecutor | None = None
-
-
-def _forget_pool() -> None:
-    global _pool
-    _pool = None                  # a forked child has no such thread
-
-
-os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipy_memory-colscan")
-    return _pool
+_HELPER = Worker("ipy_memory-colscan")
 
 
 _F16 = None         # float32 value of every float16 bit pattern (256 kB), made at first use
@@ -151,7 +131,7 @@ class ColumnScan:
         tasks = _current = _Parts(parts, weights)
         try:
             if self.n >= _SPLIT_ROWS:
-                _executor().submit(tasks.run)
+                _HELPER.submit(tasks.run)
             tasks.run()
             tasks.finished.wait()
         finally:

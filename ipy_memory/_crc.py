@@ -12,6 +12,7 @@ zlib's, or the compiled one, the same function four times as fast, which also re
 from __future__ import annotations
 
 from ._kernels import crc32 as _crc32
+from ._threads import map_threads
 
 _POLY = 0xEDB88320                  # bit-reflected, as zlib computes it: bit 31 is x^0
 
@@ -60,9 +61,7 @@ def crc32_many(buffers: list, threads: int, split: int = 8 << 20) -> list[int]:
         b = b.cast("B") if b.nbytes else memoryview(b"")     # bytes, to cut at byte offsets
         n = len(b) // threads if len(b) >= split else len(b)
         pieces += [(i, b[at:at + n]) for at in range(0, len(b), n or 1)] if n else [(i, b)]
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(threads) as pool:
-        crcs = list(pool.map(_crc32, [p for _, p in pieces]))
+    crcs = map_threads(_crc32, [p for _, p in pieces], threads)
     out: list[int | None] = [None] * len(buffers)
     for (i, piece), crc in zip(pieces, crcs):
         out[i] = crc if out[i] is None else combine(out[i], crc, len(piece))

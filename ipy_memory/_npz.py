@@ -6,7 +6,10 @@ zipalign does). `load_npz` maps the file copy-on-write and hands out arrays that
 mapping: a new process on a warm page cache gets 100k memories' vectors (117 MB) in ~20 ms instead
 of ~170 ms for `np.load`, which allocates, faults in and copies every byte. Every member's CRC-32
 is still checked against the zip directory, so a damaged file is refused as `np.load` would refuse
-it. Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
+it. Members the caller names in `later` that hold only values (floating-point or text: nothing
+indexes memory by them) are checked on a background thread instead (`LaterChecks`), beside the
+caller's first use of them: the caller waits for that check before anything it computed from them
+leaves it. Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
 so a mapping stays valid while another process saves a newer one. Windows cannot replace a mapped
 file, so there (and for anything unexpected) arrays are read with `np.load`.
 """
@@ -22,12 +25,34 @@ from pathlib import Path
 import numpy as np
 
 from ._crc import crc32_many
+from ._kernels import crc32
+from ._threads import Task, Worker
 
 ALIGN = 64
 _PADDING_ID = (0xD935).to_bytes(2, "little")     # the extra-field id zipalign-style tools use
 _ZIP64_EXTRA = 20                                 # force_zip64: the local header carries 20 bytes more
 MAP = os.name == "posix"
 _PARALLEL_CRC = 4 << 20     # bytes: below this, starting a thread costs more than it saves
+_VALUES = "fcUS"            # dtype kinds that may be checked later: floats, complex, text
+_CHECKER = Worker("ipy_memory-check")
+
+
+class LaterChecks:
+    """The CRC checks that `load_npz(..., later=..., checks=self)` left running in the background."""
+
+    def __init__(self):
+        self.pending: list[tuple[Path, Task]] = []
+
+    def failed(self) -> list[tuple[Path, Exception]]:
+        """Wait for every pending check; the files that failed theirs, with the reason."""
+        pending, self.pending = self.pending, []
+        out = []
+        for path, task in pending:
+            try:
+                task.result()
+            except zipfile.BadZipFile as exc:
+                out.append((path, exc))
+        return out
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -44,9 +69,10 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
                 np.lib.format.write_array(member, value, allow_pickle=False)
 
 
-def load_npz(path: Path) -> dict[str, np.ndarray]:
+def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[str, np.ndarray]:
     """All arrays of a snapshot. Raises OSError, ValueError, EOFError or zipfile.BadZipFile if it
-    is damaged."""
+    is damaged. The members named in `later` whose dtype holds values only are checked in the
+    background, the check added to `checks` (its failure is a zipfile.BadZipFile)."""
     if not MAP:
         return _read(path)
     with open(path, "rb") as f, zipfile.ZipFile(f) as z:
@@ -64,13 +90,26 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
         if len(member) != info.file_size:
             raise EOFError(f"{path}: {info.filename} is truncated")
         members.append((start, member))
-    for info, crc in zip(infos, _crcs([m for _, m in members])):
+    names = [info.filename[:-4] if info.filename.endswith(".npy") else info.filename for info in infos]
+    arrays = [_array(mapped, *members[i], infos[i].filename) if checks is not None and names[i] in later else None
+              for i in range(len(infos))]
+    deferred = [i for i, a in enumerate(arrays) if a is not None and a.dtype.kind in _VALUES]
+    if deferred:                     # started first, so that it runs beside the checks below
+        parts = [(infos[i], members[i][1]) for i in deferred]
+        task = _CHECKER.submit(lambda: _check(path, [info for info, _ in parts], [crc32(m) for _, m in parts]))
+    now = [i for i in range(len(infos)) if i not in deferred]
+    _check(path, [infos[i] for i in now], _crcs([members[i][1] for i in now]))
+    for i, name in enumerate(names):
+        out[name] = arrays[i] if arrays[i] is not None else _array(mapped, *members[i], infos[i].filename)
+    if deferred:
+        checks.pending.append((path, task))
+    return out
+
+
+def _check(path: Path, infos: list, crcs: list[int]) -> None:
+    for info, crc in zip(infos, crcs):
         if crc != info.CRC:
             raise zipfile.BadZipFile(f"{path}: {info.filename} fails its CRC check")
-    for info, (start, member) in zip(infos, members):
-        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-        out[name] = _array(mapped, start, member, info.filename)
-    return out
 
 
 def _crcs(members: list[memoryview]) -> list[int]:

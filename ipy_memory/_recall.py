@@ -9,20 +9,16 @@ offline hashing embedder, whose vectors mostly echo the lexical score.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _colscan
+from ._threads import Worker
 from ._text import question_cues
 from ._topk import largest_nonzero
 from .config import Settings
 from .lexical import query_terms
-
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor     # imported where used: it imports logging
 
 
 @dataclass
@@ -32,31 +28,19 @@ class Candidate:
 
 
 _BESIDE_ROWS = 20_000        # an exact scan this large runs beside the lexical scoring
-_scans: ThreadPoolExecutor | None = None
-
-
-def _forget_scan_thread() -> None:
-    global _scans
-    _scans = None                # a forked child has no such thread: queued work would never run
-
-
-os.register_at_fork(after_in_child=_forget_scan_thread)
+SCANS = Worker("ipy_memory-scan")
 
 
 def _vector_searches(shards, qvec, pool: int) -> list:
     """Per shard, a callable giving its vector top-`pool`. Large exact scans release the GIL, so they
     start now on a worker thread and overlap the lexical scoring (100k memories: ~2 ms of ~15)."""
-    global _scans
     out = []
     for shard in shards:
         vec = shard.vec
         if qvec is None or not len(vec):
             out.append(None)
         elif len(vec) >= _BESIDE_ROWS and vec.graph is None:
-            if _scans is None:
-                from concurrent.futures import ThreadPoolExecutor
-                _scans = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipy_memory-scan")
-            out.append(_scans.submit(vec.search, qvec, pool, start_columns=False).result)
+            out.append(SCANS.submit(vec.search, qvec, pool, start_columns=False).result)
         else:
             out.append(lambda vec=vec: vec.search(qvec, pool, start_columns=False))
     return out

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ._log import log
-from ._npz import load_npz, write_npz
+from ._npz import LaterChecks, load_npz, write_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_half, decode_vecs
@@ -63,6 +63,8 @@ class Shard:
         if self._vec is None:
             self._vec, built = self.owner._load_vectors(self.space)
             self.vec_dirty = self.vec_dirty or built
+            if not self.owner.defer_checks and self.owner.settle():
+                return self.vec                      # its snapshot was damaged: from SQLite now
         return self._vec
 
     @property
@@ -76,6 +78,9 @@ class Shards:
         self.store, self.dim, self.s, self.dir, self.graph = store, dim, settings, index_dir, graph
         self.hot_tier = hot_tier         # documents in any other tier keep int8 vectors in memory
         self.loaded: dict[str, Shard] = {}
+        # the snapshot members whose CRC is checked in the background (_npz.load_npz); a recall sets
+        # defer_checks, ranks beside the checks and settles them before it answers
+        self.checks, self.defer_checks = LaterChecks(), False
         self.seq = store.max_seq()
         self._version = store.data_version()
         self.store_id = store.get_meta("store_id") or ""
@@ -125,7 +130,23 @@ class Shards:
         shard = self.loaded.get(space)
         if shard is None:
             shard = self.loaded[space] = self._load(space)
+            if not self.defer_checks and self.settle():
+                return self.get(space)               # its snapshot was damaged: from SQLite now
         return shard
+
+    def settle(self) -> bool:
+        """Wait for the snapshot checks still running. A damaged snapshot's file is deleted and what
+        was loaded from it dropped (rebuilt from SQLite at its next use); True if one was."""
+        failed = self.checks.failed()
+        for path, exc in failed:
+            log.warning("ipy_memory: rebuilding the index from the database: %s", exc)
+            path.unlink(missing_ok=True)
+            for space, shard in list(self.loaded.items()):
+                if path == self.snapshot_path(space):
+                    del self.loaded[space]
+                elif path == self.vectors_path(space):
+                    shard._vec, shard.vec_dirty = None, False
+        return bool(failed)
 
     # ------------------------------------------------------------------------------ loading
     def _rows(self, where: str, params) -> list[NodeRow]:
@@ -146,7 +167,7 @@ class Shards:
         if not path.exists():
             return None
         try:
-            data = load_npz(path)
+            data = load_npz(path, LexicalShard.VALUE_MEMBERS, self.checks)
             seq = self._replayable(data)
             lex = None if seq is None else LexicalShard.from_snapshot(data, self.s)
         except _DAMAGED:
@@ -203,7 +224,7 @@ class Shards:
             return None
         vec = self._new_vectors()
         try:
-            data = load_npz(path)
+            data = load_npz(path, VectorShard.VALUE_MEMBERS, self.checks)
             seq = self._replayable(data, vectors=True)
             if seq is None:
                 return None
@@ -240,6 +261,8 @@ class Shards:
         this engine has just written, {key: (NodeRow, vector)}: when they are all that changed, the
         indexes take them as they are instead of reading them back (8% of a bulk insert's time was
         that read)."""
+        if self.checks.pending:       # left by a call that failed before it settled them
+            self.settle()
         version = self.store.data_version()
         if not force and version == self._version:
             return
@@ -342,6 +365,7 @@ class Shards:
         """Snapshot large spaces so the next open skips re-tokenising and graph building.
 
         The files are only a cache, so failing to write them is logged, never raised."""
+        self.settle()                 # never save what a damaged snapshot gave
         if self.store.read_only:
             return
         try:

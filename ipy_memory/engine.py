@@ -261,9 +261,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         self.shards.sync()
         now = self.clock()
         pool = 50 if max_tokens else limit
-        shards = [self.shards.get(s) for s in spaces]
-        cands: list[Candidate] = rank(shards, query, self.embedder, self.settings, now, pool * (10 if path else 1),
-                                      self._embed_query, lambda q: expansion(self, shards, q))
+        cands = self._rank(spaces, query, now, pool * (10 if path else 1))
         rows = self._node_rows([c.key for c in cands])
         hits: list[Hit] = []
         for c in cands:
@@ -280,6 +278,19 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         result = self._budget(query, hits, limit, max_tokens)
         self._on_recall(result.hits)
         return result
+
+    def _rank(self, spaces: list[str], query: str, now: float, pool: int) -> list[Candidate]:
+        """rank() over the spaces' shards. The background checks of snapshots loaded for it run
+        beside the ranking and are settled before it answers: after a damaged one, it ranks again
+        on what SQLite rebuilt."""
+        self.shards.defer_checks = True
+        try:
+            shards = [self.shards.get(s) for s in spaces]
+            cands = rank(shards, query, self.embedder, self.settings, now, pool, self._embed_query,
+                         lambda q: expansion(self, shards, q))
+        finally:
+            self.shards.defer_checks = False
+        return self._rank(spaces, query, now, pool) if self.shards.settle() else cands
 
     def _budget(self, query: str, hits: list[Hit], limit: int, max_tokens: int | None) -> RecallResult:
         count = self.settings.token_counter

@@ -35,6 +35,8 @@ from .config import Settings
 class VectorShard(_Rows, ColumnsMixin):
     """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
 
+    VALUE_MEMBERS = frozenset({"hot"})      # checked beside its first use (_npz.load_npz): float16 values
+
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
         self.fetch = fetch

@@ -1,6 +1,6 @@
 """`import ipy_memory` stays light: usearch loads at its first use, onnxruntime just before it (never
 after it, ipy_memory/_native.py); a kernel that recalls lexically loads neither, nor does one whose
-vector searches are exact scans by the compiled kernel."""
+vector searches are exact scans by the compiled kernel; no recall loads concurrent.futures or logging."""
 
 import importlib.util
 import subprocess
@@ -22,7 +22,11 @@ with MemoryEngine(sys.argv[1], project="p", embedder="hash") as mem:
     assert "usearch" not in sys.modules, "loaded by a lexical recall"
     assert "onnxruntime" not in sys.modules, "loaded by a lexical recall"
     mem.settings = Settings(vector_weight_hash=0.5)
-    assert len(mem.recall("otter", scope="project"))
+    from ipy_memory import _recall
+    _recall._BESIDE_ROWS = 1                  # the exact scan on the scan worker, as for 20k+ rows
+    assert len(mem.recall("otter", scope="project")) and _recall.SCANS.started
+    late = [m for m in ("concurrent.futures", "logging") if m in sys.modules]
+    assert not late, f"loaded by a recall: {late}"     # ~4-8 ms of a new process's first recall
     from ipy_memory import _kernels
     if _kernels.FAST_HALF_DOTS:     # the exact scan is the extension's: nothing else needed
         assert "usearch" not in sys.modules, "loaded by an exact vector scan"

@@ -71,6 +71,36 @@ def test_damage_is_refused(tmp_path, monkeypatch, where, parallel):
         _npz.load_npz(path)
 
 
+def damaged_copy(path, member: str, at: int = 200):
+    raw = bytearray(path.read_bytes())
+    raw[raw.index(b"\x93NUMPY", raw.index(member.encode() + b".npy")) + at] ^= 0x5A
+    out = path.with_name(f"{member}-{at}.npz")
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def test_value_members_named_later_are_checked_in_the_background(tmp_path):
+    path = tmp_path / "s.npz"
+    _npz.write_npz(path, ARRAYS)
+    later = {"hot", "doc_ids", "keys"}           # keys: int64, so checked before the load returns
+    checks = _npz.LaterChecks()
+    check_equal(_npz.load_npz(path, later, checks), ARRAYS)
+    assert len(checks.pending) == 1 and checks.failed() == [] and not checks.pending
+
+    bad_hot = damaged_copy(path, "hot")
+    with pytest.raises(zipfile.BadZipFile, match="hot.npy fails its CRC"):
+        _npz.load_npz(bad_hot)                    # not named later: refused at once
+    got = _npz.load_npz(bad_hot, later, checks)
+    assert not np.array_equal(got["hot"], ARRAYS["hot"])      # handed out, unchecked...
+    [(where, exc)] = checks.failed()                           # ...until the check says so
+    assert where == bad_hot and "hot.npy fails its CRC" in str(exc)
+
+    for member in ("keys", "seq"):                # integers are never left for later, named or not
+        with pytest.raises(zipfile.BadZipFile, match=f"{member}.npy fails its CRC"):
+            _npz.load_npz(damaged_copy(path, member, at=130), later | {member}, checks)
+    assert not checks.pending                     # a refused file leaves no check behind
+
+
 def test_member_that_lies_about_its_shape_is_refused(tmp_path):
     path = tmp_path / "s.npz"
     with zipfile.ZipFile(path, "w") as z:                  # a valid zip whose .npy header is wrong

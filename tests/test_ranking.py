@@ -162,7 +162,7 @@ def test_large_scans_run_beside_the_lexical_scoring_with_the_same_answer(tmp_pat
         monkeypatch.setattr(_recall, "_BESIDE_ROWS", 10 ** 9)
         inline = answers(m)
         monkeypatch.setattr(_recall, "_BESIDE_ROWS", 10)
-        assert answers(m) == inline and _recall._scans is not None
+        assert answers(m) == inline and _recall.SCANS.started
     pid = os.fork()
     if pid == 0:                      # the child: its own engine; it must not wait on a thread it lacks
         code = 1

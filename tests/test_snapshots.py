@@ -1,11 +1,12 @@
 """Lexical snapshots: used on reopen, replayed forward, ignored when damaged, stale or foreign."""
 
 import shutil
+import zipfile
 
 import pytest
 
-from ipy_memory import MemoryEngine
-from ipy_memory import _shards
+from ipy_memory import MemoryEngine, Settings
+from ipy_memory import _npz, _shards
 from ipy_memory.embeddings.hashing import HashEmbedder
 
 TEXTS = [f"entry {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} lantern number {i % 97}" for i in range(2500)]
@@ -151,3 +152,31 @@ def test_lexical_snapshot_survives_reembed(store, monkeypatch):
     with MemoryEngine(path, project="p", embedder=other) as mem:
         assert loaded_from_snapshot(mem, monkeypatch)
         assert [[i for i, _ in r] for r in results(mem)] == [[i for i, _ in r] for r in expected]
+
+
+@pytest.mark.parametrize("suffix,member,fill", [(".vec.npz", "hot", 0x3C), (".lex.npz", "post.tfs", 0x7F)])
+def test_damaged_values_are_caught_before_a_recall_answers(store, suffix, member, fill, monkeypatch, caplog,
+                                                          check_indexes, tmp_path_factory):
+    """Value members are CRC-checked beside the first recall (_npz.load_npz's `later`), and that
+    recall answers only once the check passed: a damaged one is ranked again on SQLite's rows."""
+    path, _ = store
+    hybrid = Settings(vector_weight_hash=0.5)
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:       # saves the vectors' snapshot too
+        expected = results(mem)
+    snap = next((path / "index").glob("*" + suffix))
+    raw = bytearray(snap.read_bytes())
+    at = raw.index(b"\x93NUMPY", raw.index(member.encode() + b".npy")) + 128        # past the .npy header
+    size = zipfile.ZipFile(snap).getinfo(member + ".npy").file_size - 128
+    raw[at:at + size] = bytes([fill]) * size                 # every value (float16 ~1.06, float32 ~3e38)
+    snap.write_bytes(bytes(raw))
+    unchecked = tmp_path_factory.mktemp("unchecked") / "store"
+    shutil.copytree(path, unchecked)
+    with monkeypatch.context() as m:        # the damage matters: unchecked, the answers change
+        m.setattr(_npz.LaterChecks, "failed", lambda self: [])
+        with MemoryEngine(unchecked, project="p", settings=hybrid) as mem:
+            assert results(mem) != expected
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        assert results(mem) == expected
+        assert "rebuilding the index from the database" in caplog.text and member in caplog.text
+        assert not check_indexes(mem)
+    _npz.load_npz(next((path / "index").glob("*" + suffix)))          # saved again at close, whole

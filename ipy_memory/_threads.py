@@ -1,0 +1,103 @@
+"""Background threads without `concurrent.futures`, whose import (it imports logging) took ~4-8 ms
+of a new process's first recall here.
+
+`Worker` runs submitted calls in order on one daemon thread, started at its first submit and again
+in a forked child (which has no such thread; what the parent had queued is not run there).
+`map_threads` maps a function over a list on several threads, the caller's among them.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from typing import Any, Callable
+
+
+class Task:
+    """One submitted call. `result()` waits for it, then returns its value or raises its exception."""
+
+    __slots__ = ("_call", "_done", "_value", "_error")
+
+    def __init__(self, call: Callable[[], Any]):
+        self._call, self._done = call, threading.Event()
+        self._value = self._error = None
+
+    def run(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # noqa: BLE001  (handed to whoever waits for the result)
+            self._error = exc
+        finally:
+            self._call = None
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> Any:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Worker:
+    """A one-thread executor: `submit(fn, *args, **kwargs)` queues a call and returns its `Task`."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> Task:
+        task = Task(lambda: fn(*args, **kwargs))
+        self._queue.put(task)
+        if self._thread is None:
+            with self._start:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, args=(self._queue,), name=self.name,
+                                                    daemon=True)
+                    self._thread.start()
+        return task
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    @staticmethod
+    def _run(tasks: queue.SimpleQueue) -> None:
+        while True:
+            tasks.get().run()
+
+
+def map_threads(fn: Callable, items: list, threads: int) -> list:
+    """`[fn(x) for x in items]`, the items shared out among `threads` threads (this one included)."""
+    if threads < 2 or len(items) < 2:
+        return [fn(x) for x in items]
+    out: list = [None] * len(items)
+    errors: list[BaseException] = []
+    order = iter(range(len(items)))       # next() on a range iterator is atomic
+
+    def work() -> None:
+        for i in order:
+            try:
+                out[i] = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001  (raised in the caller's thread below)
+                errors.append(exc)
+                return
+
+    helpers = [threading.Thread(target=work, daemon=True) for _ in range(min(threads, len(items)) - 1)]
+    for t in helpers:
+        t.start()
+    work()
+    for t in helpers:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
