@@ -8,11 +8,12 @@ and `python -m ipy_memory selftest` reports it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
 
 import numpy as np
+
+from ._digests import blake2b
 
 try:
     from . import _speedups
@@ -163,7 +164,7 @@ def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int]
 
 def blake2b64_python(text: str) -> int:
     """The 8-byte BLAKE2b digest of the UTF-8 text, as a little-endian integer."""
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+    return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 def gram_hashes_python(marked: str, grams: dict, sizes: tuple) -> list[int]:

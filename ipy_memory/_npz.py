@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import mmap
 import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from ._crc import crc32_many
 from ._kernels import crc32
 from ._threads import Task, Worker
+from ._zipdir import members as zip_members
 
 ALIGN = 64
 _PADDING_ID = (0xD935).to_bytes(2, "little")     # the extra-field id zipalign-style tools use
@@ -35,6 +35,10 @@ MAP = os.name == "posix"
 _PARALLEL_CRC = 4 << 20     # bytes: below this, starting a thread costs more than it saves
 _VALUES = "fcUS"            # dtype kinds that may be checked later: floats, complex, text
 _CHECKER = Worker("ipy_memory-check")
+
+
+class DamagedSnapshot(ValueError):
+    """A snapshot file that is not what it claims: a bad zip, a failed CRC, a member cut short."""
 
 
 class LaterChecks:
@@ -50,13 +54,14 @@ class LaterChecks:
         for path, task in pending:
             try:
                 task.result()
-            except zipfile.BadZipFile as exc:
+            except DamagedSnapshot as exc:
                 out.append((path, exc))
         return out
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write `arrays` to `path` as an uncompressed `.npz` with 64-byte aligned array data."""
+    import zipfile
     with open(path, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
         for name, value in arrays.items():
             value = np.asanyarray(value)
@@ -70,21 +75,23 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[str, np.ndarray]:
-    """All arrays of a snapshot. Raises OSError, ValueError, EOFError or zipfile.BadZipFile if it
-    is damaged. The members named in `later` whose dtype holds values only are checked in the
-    background, the check added to `checks` (its failure is a zipfile.BadZipFile)."""
+    """All arrays of a snapshot. Raises OSError, EOFError or ValueError (DamagedSnapshot for a bad
+    zip or CRC) if it is damaged. The members named in `later` whose dtype holds values only are
+    checked in the background, the check added to `checks` (its failure is a DamagedSnapshot)."""
     if not MAP:
         return _read(path)
-    with open(path, "rb") as f, zipfile.ZipFile(f) as z:
-        infos = z.infolist()
-        if any(i.compress_type != zipfile.ZIP_STORED for i in infos):
-            return _read(path)
+    with open(path, "rb") as f:
+        if not os.fstat(f.fileno()).st_size:
+            raise DamagedSnapshot(f"{path}: an empty file")
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # writes stay private to this process
+    infos = zip_members(mapped) or _zip_members(path)
+    if any(i.compress_type != 0 for i in infos):       # not stored: np.load inflates them
+        return _read(path)
     out, members = {}, []
     for info in infos:
         at = info.header_offset
         if mapped[at:at + 4] != b"PK\x03\x04":
-            raise zipfile.BadZipFile(f"{path}: bad local header for {info.filename}")
+            raise DamagedSnapshot(f"{path}: bad local header for {info.filename}")
         start = at + 30 + int.from_bytes(mapped[at + 26:at + 28], "little") + int.from_bytes(mapped[at + 28:at + 30], "little")
         member = memoryview(mapped)[start:start + info.file_size]
         if len(member) != info.file_size:
@@ -109,7 +116,7 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
 def _check(path: Path, infos: list, crcs: list[int]) -> None:
     for info, crc in zip(infos, crcs):
         if crc != info.CRC:
-            raise zipfile.BadZipFile(f"{path}: {info.filename} fails its CRC check")
+            raise DamagedSnapshot(f"{path}: {info.filename} fails its CRC check")
 
 
 def _crcs(members: list[memoryview]) -> list[int]:
@@ -140,6 +147,20 @@ def _array(mapped: mmap.mmap, start: int, member: memoryview, label: str) -> np.
     return array if array.flags.aligned else array.copy()     # a file written by plain np.savez
 
 
+def _zip_members(path: Path) -> list:
+    """The members as zipfile reads them: for a layout _zipdir does not read, or a damaged one."""
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.infolist()
+    except zipfile.BadZipFile as exc:
+        raise DamagedSnapshot(f"{path}: {exc}") from None
+
+
 def _read(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {name: data[name] for name in data.files}
+    import zipfile
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except zipfile.BadZipFile as exc:
+        raise DamagedSnapshot(f"{path}: {exc}") from None

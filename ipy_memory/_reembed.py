@@ -7,13 +7,13 @@ vectors in with one transaction. Until that swap, recall keeps using the old vec
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
 import numpy as np
 
 from . import _validate as v
 from .embeddings import Embedder, get_embedder
+from ._digests import sha256
 from ._ingest import embedding_text
 from ._locking import locked
 from .errors import InvalidArgument
@@ -23,7 +23,7 @@ _STAGING = "CREATE TABLE IF NOT EXISTS vectors_next (node_key INTEGER PRIMARY KE
 
 
 def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _progress(total: int, enabled: bool, desc: str):

@@ -15,13 +15,12 @@ the default hashing embedder only duplicate checks need them, not recall.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from ._digests import sha1
 from ._log import log
 from ._npz import LaterChecks, load_npz, write_npz
 from .config import Settings
@@ -31,7 +30,7 @@ from .vectors import VectorShard
 
 
 SNAPSHOT_MIN_NODES = 256       # rebuilding from SQLite re-tokenises ~5k nodes/s; a snapshot loads in ms
-_DAMAGED = (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError)
+_DAMAGED = (OSError, ValueError, KeyError, EOFError)        # _npz.DamagedSnapshot is a ValueError
 _SUFFIXES = (".lex.npz", ".vec.npz", ".usearch", ".usearch.orphans.npy")
 _VECTOR_ROWS = ("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
                 "JOIN documents d ON d.id = n.document_id WHERE ")
@@ -90,7 +89,7 @@ class Shards:
         return int(self.store.get_meta("epoch") or 0)
 
     def _file(self, space: str, suffix: str) -> Path:
-        return self.dir / (hashlib.sha1(space.encode()).hexdigest()[:20] + suffix)
+        return self.dir / (sha1(space.encode()).hexdigest()[:20] + suffix)
 
     def graph_path(self, space: str) -> Path:
         return self._file(space, ".usearch")

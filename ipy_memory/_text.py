@@ -8,7 +8,6 @@ Chinese and Japanese searchable without a dictionary.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from functools import lru_cache
@@ -16,6 +15,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from . import _kernels
+from ._digests import sha256
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _ASCII_TOKEN = re.compile(r"[^\W_]+")       # what the CJK-aware pattern finds in ASCII text
@@ -69,7 +69,7 @@ def normalize(text: str) -> str:
 
 def content_hash(text: str) -> str:
     """Stable hash of the normalised text (exact-duplicate detection)."""
-    return hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+    return sha256(normalize(text).encode("utf-8")).hexdigest()
 
 
 def is_cjk(token: str) -> bool:

@@ -75,13 +75,14 @@ def test_the_import_order_finder_is_installed_once_and_finds_nothing():
 
 
 def test_the_import_leaves_what_only_some_processes_need_for_later():
-    """logging (a warning's first use), html (a notebook's HTML view) and the secret patterns (a
-    write) are loaded when used, not by `import ipy_memory`."""
+    """logging (a warning's first use), html (a notebook's HTML view), the secret patterns (a
+    write), hashlib (OpenSSL: _digests uses the builtin digests) and zipfile (a snapshot's writing)
+    are loaded when used, not by `import ipy_memory`."""
     run("""
 import sys
 import ipy_memory
 from ipy_memory import redact
-late = [m for m in ("logging", "html", "secrets", "random") if m in sys.modules]
+late = [m for m in ("logging", "html", "secrets", "random", "hashlib", "zipfile") if m in sys.modules]
 assert not late, late
 assert redact._patterns.cache_info().currsize == 0
 assert redact.redact("api_key = 'abcd1234efgh'")[1] == 1

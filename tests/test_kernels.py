@@ -560,3 +560,13 @@ def test_kernels_returning_a_value_keep_no_reference_to_none():
     for _ in range(5000):
         _kernels._speedups.nonzero(values, out, 0.5)
     assert sys.getrefcount(None) - before < 100          # one leaked per call before
+
+
+def test_builtin_digests_are_hashlibs():
+    import hashlib
+
+    from ipy_memory import _digests
+    for data in (b"", b"project:p", "ünïcode 中文".encode(), bytes(range(256)) * 9):
+        assert _digests.sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
+        assert _digests.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        assert _digests.blake2b(data, digest_size=8).digest() == hashlib.blake2b(data, digest_size=8).digest()

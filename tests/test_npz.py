@@ -67,7 +67,7 @@ def test_damage_is_refused(tmp_path, monkeypatch, where, parallel):
     at = raw.index(b"\x93NUMPY", raw.index(b"hot.npy"))
     raw[at + (200 if where == "data" else 20)] ^= 0x5A
     path.write_bytes(bytes(raw))
-    with pytest.raises(zipfile.BadZipFile, match="CRC"):
+    with pytest.raises(_npz.DamagedSnapshot, match="CRC"):
         _npz.load_npz(path)
 
 
@@ -88,7 +88,7 @@ def test_value_members_named_later_are_checked_in_the_background(tmp_path):
     assert len(checks.pending) == 1 and checks.failed() == [] and not checks.pending
 
     bad_hot = damaged_copy(path, "hot")
-    with pytest.raises(zipfile.BadZipFile, match="hot.npy fails its CRC"):
+    with pytest.raises(_npz.DamagedSnapshot, match="hot.npy fails its CRC"):
         _npz.load_npz(bad_hot)                    # not named later: refused at once
     got = _npz.load_npz(bad_hot, later, checks)
     assert not np.array_equal(got["hot"], ARRAYS["hot"])      # handed out, unchecked...
@@ -96,7 +96,7 @@ def test_value_members_named_later_are_checked_in_the_background(tmp_path):
     assert where == bad_hot and "hot.npy fails its CRC" in str(exc)
 
     for member in ("keys", "seq"):                # integers are never left for later, named or not
-        with pytest.raises(zipfile.BadZipFile, match=f"{member}.npy fails its CRC"):
+        with pytest.raises(_npz.DamagedSnapshot, match=f"{member}.npy fails its CRC"):
             _npz.load_npz(damaged_copy(path, member, at=130), later | {member}, checks)
     assert not checks.pending                     # a refused file leaves no check behind
 
@@ -149,3 +149,80 @@ def test_crc32_many_equals_zlib_for_pieces_of_any_size(threads):
     want = [zlib.crc32(b) for b in buffers]
     for split in (1, 10, 4097, 1 << 30):
         assert _crc.crc32_many(buffers, threads, split=split) == want
+
+
+# ------------------------------------------------------------------------ the zip directory reader
+def zipfile_view(path):
+    with zipfile.ZipFile(path) as z:
+        return [(i.filename, i.CRC, i.compress_type, i.compress_size, i.file_size, i.header_offset)
+                for i in z.infolist()]
+
+
+def zip_layouts(tmp_path, monkeypatch):
+    """Files as write_npz, np.savez and np.savez_compressed write them, and a ZIP64 one: zipfile
+    writes its ZIP64 records and extra fields once a size passes ZIP64_LIMIT, here lowered."""
+    _npz.write_npz(tmp_path / "ours.npz", ARRAYS)
+    np.savez(tmp_path / "numpy.npz", **ARRAYS)
+    np.savez_compressed(tmp_path / "packed.npz", **ARRAYS)
+    with monkeypatch.context() as m:
+        m.setattr(zipfile, "ZIP64_LIMIT", 1000)
+        m.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 3)
+        _npz.write_npz(tmp_path / "zip64.npz", ARRAYS)
+    return sorted(tmp_path.glob("*.npz"))
+
+
+def test_zip_directory_reads_what_zipfile_reads(tmp_path, monkeypatch):
+    from ipy_memory import _zipdir
+    paths = zip_layouts(tmp_path, monkeypatch)
+    assert b"PK\x06\x06" in (tmp_path / "zip64.npz").read_bytes()     # the ZIP64 end record is there
+    for path in paths:
+        assert [tuple(m) for m in _zipdir.members(path.read_bytes())] == zipfile_view(path), path.name
+    check_equal(_npz.load_npz(tmp_path / "zip64.npz"), ARRAYS)
+
+
+def test_zip_directory_leaves_other_layouts_and_damage_to_zipfile(tmp_path, monkeypatch):
+    from ipy_memory import _zipdir
+    path = tmp_path / "s.npz"
+    _npz.write_npz(path, ARRAYS)
+    raw = path.read_bytes()
+    with zipfile.ZipFile(tmp_path / "commented.npz", "w") as z:
+        z.writestr("x.npy", b"")
+        z.comment = b"a comment"
+    cut = raw[:raw.rindex(b"PK\x01\x02")] + raw[raw.rindex(b"PK\x05\x06"):]    # an entry missing
+    for bad in (b"", raw[:-1], raw[:len(raw) // 2], cut, (tmp_path / "commented.npz").read_bytes(),
+                raw.replace(b"PK\x01\x02", b"PK\x01\x03")):
+        assert _zipdir.members(bad) is None
+    for bad in (raw[:-1], cut, raw[:len(raw) // 2]):
+        path.write_bytes(bad)
+        with pytest.raises(_npz.DamagedSnapshot):
+            _npz.load_npz(path)
+
+
+@given(st.binary(max_size=300), st.integers(0, 2000))
+@settings(max_examples=300, deadline=None)
+def test_zip_directory_never_raises_on_garbage(noise, at):
+    from ipy_memory import _zipdir
+    raw = bytearray(ZIP_BYTES)
+    raw[at:at + len(noise)] = noise
+    got = _zipdir.members(bytes(raw))
+    assert got is None or all(isinstance(m.filename, str) for m in got)
+
+
+def _zip_bytes() -> bytes:
+    import io
+    buf = io.BytesIO()
+    np.savez(buf, a=np.arange(3), b=np.zeros(2))
+    return buf.getvalue()
+
+
+ZIP_BYTES = _zip_bytes()
+
+
+def test_loading_a_snapshot_needs_no_zipfile(tmp_path):
+    import subprocess
+    import sys
+    _npz.write_npz(tmp_path / "s.npz", ARRAYS)
+    script = ("import sys; from ipy_memory import _npz; _npz.load_npz(sys.argv[1]); "
+              "late = [m for m in ('zipfile', 'hashlib') if m in sys.modules]; assert not late, late")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s.npz")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
