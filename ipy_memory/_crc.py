@@ -11,8 +11,9 @@ zlib's, or the compiled one, the same function four times as fast, which also re
 
 from __future__ import annotations
 
+import threading
+
 from ._kernels import crc32 as _crc32
-from ._threads import map_threads
 
 _POLY = 0xEDB88320                  # bit-reflected, as zlib computes it: bit 31 is x^0
 
@@ -50,19 +51,54 @@ def combine(crc_a: int, crc_b: int, len_b: int) -> int:
     return _mul(_x_to_the_8n(len_b), crc_a) ^ crc_b
 
 
+class CrcJob:
+    """The CRC-32s of several buffers, cut in pieces that any number of threads take in turn:
+    `work()` on a helper thread, and `result()` on the thread that needs them, which takes pieces
+    too before it waits for the last one (nothing waits while work is left)."""
+
+    def __init__(self, buffers: list, piece: int):
+        self.lengths, self.pieces = [], []           # (buffer index, piece), in order
+        for i, b in enumerate(buffers):
+            b = memoryview(b)
+            b = b.cast("B") if b.nbytes else memoryview(b"")     # bytes, to cut at byte offsets
+            self.lengths.append(len(b))
+            self.pieces += [(i, b[at:at + piece]) for at in range(0, len(b), piece)]
+        self.crcs: list[int | None] = [None] * len(self.pieces)
+        self._order = iter(range(len(self.pieces)))  # next() on a range iterator is atomic
+        self._left = len(self.pieces)
+        self._lock, self._done = threading.Lock(), threading.Event()
+        if not self._left:
+            self._done.set()
+
+    def work(self) -> None:
+        for k in self._order:
+            self.crcs[k] = _crc32(self.pieces[k][1])
+            with self._lock:
+                self._left -= 1
+                if not self._left:
+                    self._done.set()
+
+    def result(self) -> list[int]:
+        self.work()
+        self._done.wait()
+        out: list[int | None] = [None] * len(self.lengths)
+        for (i, piece), crc in zip(self.pieces, self.crcs):
+            out[i] = crc if out[i] is None else combine(out[i], crc, len(piece))
+        return [0 if c is None else c for c in out]
+
+
 def crc32_many(buffers: list, threads: int, split: int = 8 << 20) -> list[int]:
-    """zlib.crc32 of each buffer, buffers over `split` bytes cut in `threads` pieces, all of the
-    pieces checksummed on `threads` threads."""
+    """zlib.crc32 of each buffer, buffers of `split` bytes or more cut in `threads` pieces, all of
+    the pieces checksummed on `threads` threads."""
     if threads < 2:
         return [_crc32(b) for b in buffers]
-    pieces = []                                   # (buffer index, piece), in order
-    for i, b in enumerate(buffers):
-        b = memoryview(b)
-        b = b.cast("B") if b.nbytes else memoryview(b"")     # bytes, to cut at byte offsets
-        n = len(b) // threads if len(b) >= split else len(b)
-        pieces += [(i, b[at:at + n]) for at in range(0, len(b), n or 1)] if n else [(i, b)]
-    crcs = map_threads(_crc32, [p for _, p in pieces], threads)
-    out: list[int | None] = [None] * len(buffers)
-    for (i, piece), crc in zip(pieces, crcs):
-        out[i] = crc if out[i] is None else combine(out[i], crc, len(piece))
-    return [0 if c is None else c for c in out]
+    longest = max((memoryview(b).nbytes for b in buffers), default=0)
+    job = CrcJob(buffers, piece=max(-(-longest // threads), 1) if longest >= split else max(longest, 1))
+    helpers = [threading.Thread(target=job.work, daemon=True) for _ in range(min(threads, len(job.pieces)) - 1)]
+    for t in helpers:
+        t.start()
+    try:
+        return job.result()
+    finally:
+        for t in helpers:
+            t.join()

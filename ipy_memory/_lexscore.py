@@ -121,8 +121,11 @@ def _doc_runs(docs: np.ndarray, start: int, size: int, nd: int, first_doc: int):
     part = docs[start:size]
     if len(part) > 1 and not (part[1:] >= part[:-1]).all():
         return None, None
-    count = np.bincount(part - first_doc, minlength=nd - first_doc)
-    return start + np.cumsum(count) - count, count
+    count = np.bincount(part - first_doc if first_doc else part, minlength=nd - first_doc)
+    first = np.cumsum(count)            # in place from here: each new array's pages fault in
+    first -= count
+    first += start
+    return first, count
 
 
 def build(shard, now: float) -> Structure:
@@ -145,7 +148,8 @@ def build(shard, now: float) -> Structure:
     first, count = _doc_runs(docs, 0, size, nd, 0) if size else (None, None)
     keep = live.astype(np.float32)
     if s.question_discount:
-        keep *= 1 - s.question_discount * ((shard.cues.view & _text.ENDS_ASKING) != 0)
+        np.multiply(keep, np.float32(1 - s.question_discount), out=keep,
+                    where=(shard.cues.view & _text.ENDS_ASKING) != 0)
     asking = np.flatnonzero(shard.cues.view & _text.ASKS)
     st = Structure(
         settings=s, size=size, n_doc_slots=nd, lo=float(exp[passed].max()) if passed.any() else -np.inf,

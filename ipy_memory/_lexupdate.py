@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _text
 from ._lexscore import Structure, _around, _contexts, _doc_runs, _norms, _walk
+from ._topk import isin, unique
 
 
 def _grow(st: Structure, name: str, a: np.ndarray, n: int, fill) -> np.ndarray:
@@ -74,8 +75,8 @@ def _extend_neighbours(shard, st: Structure, new: np.ndarray, linked: np.ndarray
         touched.append(p)
         p = prev.take(p)
         p = p[p >= 0]
-    changed = np.unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
-    rows = np.unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
+    changed = unique(np.concatenate(touched[:reach] + [new[:0]]))   # contexts: up to `reach` before
+    rows = unique(np.concatenate(touched + [new]))                    # rows: up to 2 x `reach` before
     at = np.concatenate([changed, new, [-1]])
     dead, length = st.dead, shard.length.padded()
     fresh = _contexts(_live_length(st, length), _walk(shard, at))
@@ -142,7 +143,7 @@ def retire(shard, st: Structure, slots: list[int]) -> Structure | None:
     """`st` after the nodes at `slots` were removed (they stay linked to their neighbours, as in a
     build): they score nothing, their text lends their neighbours no more context, and their
     documents no longer share terms. None when a rebuild is cheaper (a removal of many nodes)."""
-    return _retire(shard, st, np.unique(np.asarray(slots, np.int64)), documents=True)
+    return _retire(shard, st, unique(np.asarray(slots, np.int64)), documents=True)
 
 
 def rebuild_is_cheaper(removed: int, size: int) -> bool:
@@ -159,13 +160,13 @@ def _retire(shard, st: Structure, slots: np.ndarray, documents: bool) -> Structu
     if st.weights and len(newly):
         _retire_contexts(shard, st, newly)         # marks them dead
     st.dead[newly] = True
-    st.dead_slots = np.union1d(st.dead_slots, newly)
+    st.dead_slots = unique(np.concatenate([st.dead_slots, newly]))
     st.keep[newly] = 0
     st.n_live -= len(newly)
     if documents and st.may_share is not None:     # a removal ends its document's shared terms
-        docs = np.unique(st.docs.take(slots))
+        docs = unique(st.docs.take(slots))
         if st.doc_first is None:
-            st.may_share[np.isin(st.docs[:st.size], docs)] = False
+            st.may_share[isin(st.docs[:st.size], docs)] = False
         for d in docs.tolist() if st.doc_first is not None else ():
             st.may_share[st.doc_first[d]:st.doc_first[d] + st.doc_count[d]] = False
         if not st.may_share.any():
@@ -200,5 +201,5 @@ def _near(links, slots: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray]
         p, n = prev.take(p), nxt.take(n)
         p, n = p[p >= 0], n[n >= 0]
         rings.append(np.concatenate([p, n]))
-    changed = np.unique(np.concatenate(rings[:reach]))
-    return changed, np.unique(np.concatenate([slots, *rings]))
+    changed = unique(np.concatenate(rings[:reach]))
+    return changed, unique(np.concatenate([slots, *rings]))

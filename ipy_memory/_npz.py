@@ -23,9 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._crc import crc32_many
-from ._kernels import crc32
-from ._threads import Task, Worker
+from ._crc import CrcJob, crc32_many
+from ._threads import SCANS
 from ._zipdir import members as zip_members
 
 ALIGN = 64
@@ -34,7 +33,6 @@ _ZIP64_EXTRA = 20                                 # force_zip64: the local heade
 MAP = os.name == "posix"
 _PARALLEL_CRC = 4 << 20     # bytes: below this, starting a thread costs more than it saves
 _VALUES = "fcUS"            # dtype kinds that may be checked later: floats, complex, text
-_CHECKER = Worker("ipy_memory-check")
 
 
 class DamagedSnapshot(ValueError):
@@ -42,18 +40,37 @@ class DamagedSnapshot(ValueError):
 
 
 class LaterChecks:
-    """The CRC checks that `load_npz(..., later=..., checks=self)` left running in the background."""
+    """The CRC checks that `load_npz(..., later=..., checks=self)` left for later. `start()` hands
+    them to the scan thread (a recall does once its vector scan is queued: the scan comes first);
+    `failed()` starts them if need be, takes a share of the work and waits for the rest."""
+
+    _PIECE = 4 << 20            # bytes a thread checks at a time
 
     def __init__(self):
-        self.pending: list[tuple[Path, Task]] = []
+        self.pending: list[tuple[Path, list, CrcJob, bool]] = []      # path, infos, job, started
+
+    def add(self, path: Path, infos: list, buffers: list) -> None:
+        self.pending.append((path, infos, CrcJob(buffers, self._PIECE), False))
+
+    def start(self) -> None:
+        for k, (path, infos, job, started) in enumerate(self.pending):
+            if not started:
+                SCANS.submit(job.work)
+                self.pending[k] = (path, infos, job, True)
+
+    def help(self) -> None:
+        """Take on what is left of the pending checks on this thread (they must be done anyway)."""
+        for _, _, job, _ in self.pending:
+            job.work()
 
     def failed(self) -> list[tuple[Path, Exception]]:
         """Wait for every pending check; the files that failed theirs, with the reason."""
+        self.start()
         pending, self.pending = self.pending, []
         out = []
-        for path, task in pending:
+        for path, infos, job, _ in pending:
             try:
-                task.result()
+                _check(path, infos, job.result())
             except DamagedSnapshot as exc:
                 out.append((path, exc))
         return out
@@ -101,15 +118,12 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
     arrays = [_array(mapped, *members[i], infos[i].filename) if checks is not None and names[i] in later else None
               for i in range(len(infos))]
     deferred = [i for i, a in enumerate(arrays) if a is not None and a.dtype.kind in _VALUES]
-    if deferred:                     # started first, so that it runs beside the checks below
-        parts = [(infos[i], members[i][1]) for i in deferred]
-        task = _CHECKER.submit(lambda: _check(path, [info for info, _ in parts], [crc32(m) for _, m in parts]))
     now = [i for i in range(len(infos)) if i not in deferred]
     _check(path, [infos[i] for i in now], _crcs([members[i][1] for i in now]))
     for i, name in enumerate(names):
         out[name] = arrays[i] if arrays[i] is not None else _array(mapped, *members[i], infos[i].filename)
     if deferred:
-        checks.pending.append((path, task))
+        checks.add(path, [infos[i] for i in deferred], [members[i][1] for i in deferred])
     return out
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _colscan
-from ._threads import Worker
+from ._threads import SCANS
 from ._text import question_cues
-from ._topk import largest_nonzero
+from ._topk import isin, largest_nonzero, unique
 from .config import Settings
 from .lexical import query_terms
 
@@ -28,7 +28,6 @@ class Candidate:
 
 
 _BESIDE_ROWS = 20_000        # an exact scan this large runs beside the lexical scoring
-SCANS = Worker("ipy_memory-scan")
 
 
 def _vector_searches(shards, qvec, pool: int) -> list:
@@ -67,6 +66,8 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
     pool = max(s.candidates, k)
     parts = []   # per shard: keys, lexical, cosine, created, importance
     searches = _vector_searches(shards, qvec, pool) if qvec is not None else [None] * len(shards)
+    for shard in shards[:1]:
+        shard.owner.checks.start()      # snapshot checks left for later: behind the scans just queued
     expanded = expand(query) if expand is not None else None
     for shard, vector_search in zip(shards, searches):
         lex = shard.lex.scores(qterms, qcues, now)
@@ -76,11 +77,13 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
         keys = shard.lex.keys.view[top]
         if vector_search is not None:
             _colscan.help_scan()        # share the column scan the worker may be busy with
+            shard.owner.checks.help()   # and the snapshot checks queued behind it
             vkeys, _ = vector_search()
             slots = shard.lex.slots(vkeys)
             ok = slots >= 0
             ok[ok] &= shard.lex.expires.view[slots[ok]] > now
-            extra = np.setdiff1d(slots[ok], top)
+            extra = unique(slots[ok])
+            extra = extra[~isin(extra, top)]
             top = np.concatenate([top, extra])
             keys = shard.lex.keys.view[top]
             cos = shard.vec.dots(keys, qvec)

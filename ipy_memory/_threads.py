@@ -3,7 +3,6 @@ of a new process's first recall here.
 
 `Worker` runs submitted calls in order on one daemon thread, started at its first submit and again
 in a forked child (which has no such thread; what the parent had queued is not run there).
-`map_threads` maps a function over a list on several threads, the caller's among them.
 """
 
 from __future__ import annotations
@@ -76,28 +75,6 @@ class Worker:
             tasks.get().run()
 
 
-def map_threads(fn: Callable, items: list, threads: int) -> list:
-    """`[fn(x) for x in items]`, the items shared out among `threads` threads (this one included)."""
-    if threads < 2 or len(items) < 2:
-        return [fn(x) for x in items]
-    out: list = [None] * len(items)
-    errors: list[BaseException] = []
-    order = iter(range(len(items)))       # next() on a range iterator is atomic
-
-    def work() -> None:
-        for i in order:
-            try:
-                out[i] = fn(items[i])
-            except BaseException as exc:  # noqa: BLE001  (raised in the caller's thread below)
-                errors.append(exc)
-                return
-
-    helpers = [threading.Thread(target=work, daemon=True) for _ in range(min(threads, len(items)) - 1)]
-    for t in helpers:
-        t.start()
-    work()
-    for t in helpers:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+# the exact vector scans of a recall and the background CRC checks of snapshots (_npz): on one
+# thread, they page the same snapshot in once between them (two threads fault the same pages in turn)
+SCANS = Worker("ipy_memory-scan")

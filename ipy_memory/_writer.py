@@ -14,6 +14,7 @@ from .errors import NotFound
 from .lexical import NodeRow
 from .models import Memory, RememberResult
 from .store import encode_rows
+from ._topk import unique
 
 DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
@@ -83,7 +84,7 @@ def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
     if not lists:
         return np.zeros(0, np.int64)      # no term in common: nothing can be that close
     if len(shard.vec) < threshold:        # small: every section that holds one of its terms
-        slots = np.unique(np.concatenate([s for _, _, s in lists]))
+        slots = unique(np.concatenate([s for _, _, s in lists]))
     elif (slots := _rare_term_slots(shard, weight, lists)) is None:
         return None
     slots = slots[shard.lex.alive.view[slots]]
@@ -125,7 +126,7 @@ def held_enough(shard, weights: list[float], lists: list[np.ndarray], fifth: flo
     document, not per section: a document's terms may be spread over its sections."""
     total = sum(weights)
     if total < 3 * fifth or sum(len(x) for x in lists) <= 4096:   # nothing can lack that much, or few to rescore
-        return np.unique(np.concatenate(lists))
+        return unique(np.concatenate(lists))
     found, held, _, slots = _per_document(shard, lists, weights)
     return _sections(shard, slots, found[held > total - 3 * fifth])
 
@@ -135,7 +136,7 @@ def _per_document(shard, lists: list[np.ndarray], weights: list[float]):
     many of them, and every slot of the lists: (documents, weights, counts, slots)."""
     slots = np.concatenate(lists)
     docs = shard.lex.doc.view[slots].astype(np.int64)
-    pairs = np.unique(docs * len(lists) + np.repeat(np.arange(len(lists)), [len(x) for x in lists]))
+    pairs = unique(docs * len(lists) + np.repeat(np.arange(len(lists)), [len(x) for x in lists]))
     docs = pairs // len(lists)                                           # one (document, term) each,
     first = np.r_[True, docs[1:] != docs[:-1]]                          # sorted by document
     found, at = docs[first], np.cumsum(first) - 1
@@ -147,7 +148,7 @@ def _sections(shard, slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """The distinct slots among `slots` whose document is one of `docs`."""
     wanted = np.zeros(shard.lex.doc_len.size, bool)
     wanted[docs] = True
-    return np.unique(slots[wanted[shard.lex.doc.view[slots]]])
+    return unique(slots[wanted[shard.lex.doc.view[slots]]])
 
 
 def _features(term: str) -> int:

@@ -24,12 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from . import _kernels
-from ._colscan import ColumnsMixin, rows_dot
+from ._colscan import ColumnsMixin, rows_dot, run_parts
 from ._columns import AscendingKeys, Column
 from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
-from ._topk import largest
+from ._topk import isin, largest, unique
 from .config import Settings
+
+_EXACT_PART = 8192           # rows an exact scan's part holds (6 MB at 384 dims)
 
 
 class VectorShard(_Rows, ColumnsMixin):
@@ -190,7 +192,7 @@ class VectorShard(_Rows, ColumnsMixin):
             part._row_of, part.live = None, len(keys)
             if not (keys[1:] > keys[:-1]).all() and len(part.row_of) != len(keys):   # not ascending: count
                 raise ValueError("duplicate keys in a vector snapshot")
-        if len(low_keys) and len(np.intersect1d(hot_keys, low_keys)):
+        if len(low_keys) and isin(hot_keys, low_keys).any():
             raise ValueError("duplicate keys in a vector snapshot")
 
     # ------------------------------------------------------------------------------ reads
@@ -276,8 +278,16 @@ class VectorShard(_Rows, ColumnsMixin):
         # benchmarks/kernels.py), and no usearch import on the way (~60-100 ms with its urllib, tqdm
         # and onnxruntime imports)
         sims = np.empty((len(qs), len(mat)), np.float32)
-        _kernels.half_dots(mat, np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None,
-                           sims)
+        qs, alive = np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None
+        if len(qs) == 1 and len(mat) >= 2 * _EXACT_PART:
+            # in parts, so that the recall's thread takes some once its lexical scoring is done
+            # (help_scan): a new process's first scan pages the whole matrix in
+            run_parts([(lo, lo + _EXACT_PART) for lo in range(0, len(mat), _EXACT_PART)],
+                      lambda part: _kernels.half_dots(mat[part[0]:part[1]], qs,
+                                                      None if alive is None else alive[part[0]:part[1]],
+                                                      sims[:, part[0]:part[1]]))
+        else:
+            _kernels.half_dots(mat, qs, alive, sims)
         out = []
         for row_sims in sims:
             rows = largest(row_sims, k)
@@ -332,7 +342,7 @@ class VectorShard(_Rows, ColumnsMixin):
                 m = self.graph.search(q, min(len(self.graph), max(4 * k, 40)))
                 grows = np.array([self.row_of.get(int(x), -1) for x in np.asarray(m.keys).reshape(-1)], np.int64)
                 parts.append(grows[grows >= 0])
-            rows = np.unique(np.concatenate(parts))            # an orphan may also come back from the graph
+            rows = unique(np.concatenate(parts))            # an orphan may also come back from the graph
             rows = rows[self.alive.view[rows]]
             sims = rows_dot(self.mat.view[rows], q)            # exact rescoring of every candidate
         keys = self.keys.view[rows]
@@ -379,7 +389,7 @@ class VectorShard(_Rows, ColumnsMixin):
             graph.remove(k)
         in_graph = in_graph[good]
         # Reorder the matrix: rows in the graph first, then the tail the graph lacks.
-        known = np.isin(self.keys.view, in_graph) & self.alive.view
+        known = isin(self.keys.view, in_graph) & self.alive.view
         self._reset(np.concatenate([np.flatnonzero(known), np.flatnonzero(~known & self.alive.view)]))
         try:
             orphans = np.load(path.with_name(path.name + ".orphans.npy"), allow_pickle=False)

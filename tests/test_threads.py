@@ -1,4 +1,4 @@
-"""_threads: the one-thread Worker and map_threads that replace concurrent.futures."""
+"""_threads: the one-thread Worker that replaces concurrent.futures."""
 
 import os
 import signal
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from ipy_memory._threads import Worker, map_threads
+from ipy_memory._threads import Worker
 
 
 def test_worker_runs_calls_in_order_on_its_own_thread():
@@ -41,27 +41,3 @@ def test_a_forked_child_starts_its_own_thread():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-@pytest.mark.parametrize("threads", [1, 2, 5])
-def test_map_threads_keeps_the_order_and_uses_the_threads(threads):
-    names = set()
-
-    def square(x):
-        names.add(threading.current_thread().name)
-        return x * x
-
-    assert map_threads(square, list(range(200)), threads) == [x * x for x in range(200)]
-    assert 1 <= len(names) <= threads
-    assert threads > 1 or names == {threading.current_thread().name}
-
-
-def test_map_threads_raises_the_first_error_after_all_threads_stopped():
-    def f(x):
-        if x == 7:
-            raise KeyError(x)
-        return x
-    before = threading.active_count()
-    with pytest.raises(KeyError):
-        map_threads(f, list(range(20)), 3)
-    assert threading.active_count() == before

@@ -3,6 +3,8 @@ threshold or without it."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ipy_memory import _topk
 from ipy_memory._topk import largest, largest_nonzero
@@ -85,3 +87,22 @@ def test_largest_nonzero_takes_the_threshold_path_where_it_pays(monkeypatch):
     nz = np.flatnonzero(neg)
     want = set(nz[np.argpartition(neg[nz], len(nz) - 200)[len(nz) - 200:]].tolist())
     assert set(largest_nonzero(neg, 200).tolist()) == want
+
+
+@given(st.lists(st.integers(-2**62, 2**62), max_size=300), st.sampled_from([np.int64, np.int32, np.float64]))
+@settings(max_examples=200, deadline=None)
+def test_unique_is_np_unique(values, dtype):
+    from ipy_memory._topk import unique
+    a = np.array(values).astype(dtype) if values else np.zeros(0, dtype)
+    got, want = unique(a), np.unique(a)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@given(st.lists(st.integers(-2**62, 2**62), max_size=200), st.lists(st.integers(-2**62, 2**62), max_size=200),
+       st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_isin_is_np_isin(values, of, overlap):
+    from ipy_memory._topk import isin
+    of = of + values[::2] if overlap else of
+    a, b = np.array(values, np.int64), np.array(of, np.int64)
+    assert np.array_equal(isin(a, b), np.isin(a, b))
