@@ -39,40 +39,60 @@ class DamagedSnapshot(ValueError):
     """A snapshot file that is not what it claims: a bad zip, a failed CRC, a member cut short."""
 
 
+class _Check:
+    """One file's members left for later: their CRCs as a CrcJob, made in process `pid`."""
+
+    __slots__ = ("path", "infos", "buffers", "job", "started", "pid")
+    PIECE = 4 << 20             # bytes a thread checks at a time
+
+    def __init__(self, path: Path, infos: list, buffers: list):
+        self.path, self.infos, self.buffers = path, infos, buffers
+        self.renew()
+
+    def renew(self) -> None:
+        self.job, self.started, self.pid = CrcJob(self.buffers, self.PIECE), False, os.getpid()
+
+
 class LaterChecks:
     """The CRC checks that `load_npz(..., later=..., checks=self)` left for later. `start()` hands
-    them to the scan thread (a recall does once its vector scan is queued: the scan comes first);
-    `failed()` starts them if need be, takes a share of the work and waits for the rest."""
-
-    _PIECE = 4 << 20            # bytes a thread checks at a time
+    them to the scan thread (a recall does once its vector scan is queued: the scan comes first),
+    `help()` takes a share on the calling thread, `failed()` does both and waits for the rest."""
 
     def __init__(self):
-        self.pending: list[tuple[Path, list, CrcJob, bool]] = []      # path, infos, job, started
+        self.pending: list[_Check] = []
 
     def add(self, path: Path, infos: list, buffers: list) -> None:
-        self.pending.append((path, infos, CrcJob(buffers, self._PIECE), False))
+        self.pending.append(_Check(path, infos, buffers))
+
+    def _current(self) -> list[_Check]:
+        """The pending checks; in a forked child each starts afresh (its copy of a job may count a
+        piece, or hold a lock, that a thread of the parent had when the process forked)."""
+        for check in self.pending:
+            if check.pid != os.getpid():
+                check.renew()
+        return self.pending
 
     def start(self) -> None:
-        for k, (path, infos, job, started) in enumerate(self.pending):
-            if not started:
-                SCANS.submit(job.work)
-                self.pending[k] = (path, infos, job, True)
+        for check in self._current():
+            if not check.started:
+                SCANS.submit(check.job.work)
+                check.started = True
 
     def help(self) -> None:
         """Take on what is left of the pending checks on this thread (they must be done anyway)."""
-        for _, _, job, _ in self.pending:
-            job.work()
+        for check in self._current():
+            check.job.work()
 
     def failed(self) -> list[tuple[Path, Exception]]:
         """Wait for every pending check; the files that failed theirs, with the reason."""
         self.start()
         pending, self.pending = self.pending, []
         out = []
-        for path, infos, job, _ in pending:
+        for check in pending:
             try:
-                _check(path, infos, job.result())
+                _check(check.path, check.infos, check.job.result())
             except DamagedSnapshot as exc:
-                out.append((path, exc))
+                out.append((check.path, exc))
         return out
 
 
@@ -89,6 +109,38 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
             info.extra = _PADDING_ID + pad.to_bytes(2, "little") + bytes(pad)
             with z.open(info, "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, value, allow_pickle=False)
+
+
+def replace_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """write_npz to a temporary file beside `path` (owner-only), then replace `path` with it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+    write_npz(tmp, arrays)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def remove_stale_temps(directory: Path) -> None:
+    """Delete the temporary files (`.<name>.<pid>.tmp...`) that a process killed while saving a
+    snapshot or a graph left in `directory`: those of processes no longer running."""
+    if not directory.is_dir():
+        return
+    for stale in directory.glob(".*.tmp*"):
+        try:
+            pid = int(stale.name.rsplit(".tmp", 1)[0].rsplit(".", 1)[1])
+        except (IndexError, ValueError):
+            pid = None
+        if pid is None or not _running(pid):
+            stale.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[str, np.ndarray]:

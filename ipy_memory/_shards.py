@@ -15,14 +15,13 @@ the default hashing embedder only duplicate checks need them, not recall.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
 from ._digests import sha1
 from ._log import log
-from ._npz import LaterChecks, load_npz, write_npz
+from ._npz import LaterChecks, load_npz, remove_stale_temps, replace_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_half, decode_vecs
@@ -34,16 +33,6 @@ _DAMAGED = (OSError, ValueError, KeyError, EOFError)        # _npz.DamagedSnapsh
 _SUFFIXES = (".lex.npz", ".vec.npz", ".usearch", ".usearch.orphans.npy")
 _VECTOR_ROWS = ("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
                 "JOIN documents d ON d.id = n.document_id WHERE ")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def node_row(r) -> NodeRow:
@@ -373,14 +362,7 @@ class Shards:
             log.warning("ipy_memory: could not save index snapshots in %s: %s", self.dir, exc)
 
     def _save(self) -> None:
-        if self.dir.is_dir():
-            for stale in self.dir.glob(".*.tmp*"):     # left by a process killed while saving
-                try:
-                    pid = int(stale.name.rsplit(".tmp", 1)[0].rsplit(".", 1)[1])
-                except (IndexError, ValueError):
-                    pid = None
-                if pid is None or not _alive(pid):
-                    stale.unlink(missing_ok=True)
+        remove_stale_temps(self.dir)
         for space, shard in self.loaded.items():
             if shard.lex_dirty and len(shard.lex) >= SNAPSHOT_MIN_NODES:
                 self._save_snapshot(space, shard)
@@ -397,11 +379,8 @@ class Shards:
 
     def _write_snapshot(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        write_npz(tmp, {"seq": np.array(self.seq), "store_id": np.array(self.store_id),
-                        "epoch": np.array(self.epoch), **arrays})
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
+        replace_npz(path, {"seq": np.array(self.seq), "store_id": np.array(self.store_id),
+                           "epoch": np.array(self.epoch), **arrays})
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {s: {"lexical": len(sh.lex), **({"vectors": len(sh.vec), "vectors_int8": sh.vec.low.live}

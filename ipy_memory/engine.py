@@ -288,6 +288,11 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             shards = [self.shards.get(s) for s in spaces]
             cands = rank(shards, query, self.embedder, self.settings, now, pool, self._embed_query,
                          lambda q: expansion(self, shards, q))
+        except Exception:
+            self.shards.defer_checks = False
+            if self.shards.settle():        # it failed on a damaged snapshot's values
+                return self._rank(spaces, query, now, pool)
+            raise
         finally:
             self.shards.defer_checks = False
         return self._rank(spaces, query, now, pool) if self.shards.settle() else cands

@@ -226,3 +226,26 @@ def test_loading_a_snapshot_needs_no_zipfile(tmp_path):
               "late = [m for m in ('zipfile', 'hashlib') if m in sys.modules]; assert not late, late")
     out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "s.npz")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_later_checks_start_afresh_in_a_forked_child(tmp_path):
+    import os
+    import signal
+    path = tmp_path / "s.npz"
+    _npz.write_npz(path, ARRAYS)
+    bad = damaged_copy(path, "hot")
+    checks = _npz.LaterChecks()
+    _npz.load_npz(bad, {"hot"}, checks)
+    job = checks.pending[0].job
+    next(job._order)                     # a piece a thread of the parent had taken...
+    with job._lock:                      # ...and the lock it held, when the process forked
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(10)         # the copied job would wait for that piece forever
+                code = 0 if [p for p, _ in checks.failed()] == [bad] else 1
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

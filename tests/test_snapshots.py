@@ -180,3 +180,32 @@ def test_damaged_values_are_caught_before_a_recall_answers(store, suffix, member
         assert "rebuilding the index from the database" in caplog.text and member in caplog.text
         assert not check_indexes(mem)
     _npz.load_npz(next((path / "index").glob("*" + suffix)))          # saved again at close, whole
+
+
+def test_a_ranking_that_fails_on_damaged_values_ranks_again(store, monkeypatch, caplog):
+    """Damaged values that make the ranking itself fail: the checks are settled, the snapshot is
+    dropped and the recall answers from SQLite's rows; without damage, the error propagates."""
+    import ipy_memory.engine as engine_module
+    path, _ = store
+    hybrid = Settings(vector_weight_hash=0.5)
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        expected = results(mem)
+    snap = next((path / "index").glob("*.vec.npz"))
+    raw = bytearray(snap.read_bytes())
+    at = raw.index(b"\x93NUMPY", raw.index(b"hot.npy")) + 128
+    raw[at:at + 4096] = bytes([0xFF]) * 4096                  # NaNs
+    snap.write_bytes(bytes(raw))
+    real, calls = engine_module.rank, []
+
+    def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            args[0][0].vec                                     # loads the (damaged) vectors, then fails
+            raise FloatingPointError("a NaN where none can be")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(engine_module, "rank", failing_once)
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        assert results(mem) == expected and "rebuilding the index" in caplog.text
+        calls.clear()
+        with pytest.raises(FloatingPointError):              # nothing damaged now: not hidden
+            mem.recall("amber lantern 12")
