@@ -40,6 +40,33 @@ def test_search_many_equals_search(layout):
             assert keys.tolist() == (np.argsort(-(vecs @ q), kind="stable")[:7] + 1).tolist()
 
 
+@pytest.mark.parametrize("dead", [False, True])
+def test_an_exact_scan_in_parts_answers_as_one_pass(monkeypatch, dead):
+    """One query's exact float16 scan runs in parts any waiting thread may take (run_parts): the
+    same rows and scores as the scan in one call, with and without dead rows."""
+    from ipy_memory import _colscan, _kernels, vectors
+    if not _kernels.FAST_HALF_DOTS:
+        pytest.skip("the parts path is the compiled scan's")
+    rng = np.random.default_rng(11)
+    vecs = unit(rng, 3000)
+    shard = VectorShard(32, Settings(exact_threshold=10 ** 9), graph=False)
+    shard.add(np.arange(1, 3001), vecs, np.zeros(3000, bool))
+    if dead:
+        for key in range(1, 3001, 7):
+            shard.remove(key)
+    queries = np.vstack([vecs[[3, 1500, 2999]], unit(rng, 4)])
+    monkeypatch.setattr(vectors, "_EXACT_PART", 10 ** 9)          # one call
+    whole = [shard._exact_rows(q[None], 0, 25)[0] for q in queries]
+    monkeypatch.setattr(vectors, "_EXACT_PART", 128)              # 24 parts
+    calls = []
+    monkeypatch.setattr(vectors, "run_parts", lambda parts, fn: calls.append(len(parts)) or
+                        _colscan.run_parts(parts, fn))
+    parts = [shard._exact_rows(q[None], 0, 25)[0] for q in queries]
+    assert calls == [24] * len(queries)
+    assert [sorted(a.tolist()) for a in whole] == [sorted(b.tolist()) for b in parts]
+    assert all(len(a) == 25 for a in whole)
+
+
 def test_column_adopts_a_loaded_array_and_still_grows():
     from ipy_memory._columns import Column
     col = Column(np.float16, width=4)
@@ -49,6 +76,9 @@ def test_column_adopts_a_loaded_array_and_still_grows():
     col.extend(np.ones((2, 4), np.float16))
     assert col.view.shape == (5, 4) and col.view[0, 1] == 1 and col.view[4, 3] == 1
     assert len(col.padded()) == 6 and not col.padded()[-1].any()
+    big = Column(np.int32, fill=-1)
+    big.adopt(np.arange(16_000, dtype=np.int32))
+    assert big.padded()[-1] == -1 and len(big._data) < 17_100     # room for the sentinel, not twice
     with pytest.raises(ValueError):
         col.adopt(loaded)                                  # not empty any more
     with pytest.raises(ValueError):
