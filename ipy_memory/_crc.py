@@ -54,29 +54,64 @@ def combine(crc_a: int, crc_b: int, len_b: int) -> int:
 class CrcJob:
     """The CRC-32s of several buffers, cut in pieces that any number of threads take in turn:
     `work()` on a helper thread, and `result()` on the thread that needs them, which takes pieces
-    too before it waits for the last one (nothing waits while work is left)."""
+    too before it waits for the last one (nothing waits while work is left). `layouts[i] = (head,
+    step)` cuts buffer i at `head` and then every `step` bytes (else every `piece` bytes), so that a
+    thread that has just read a piece's bytes for its own ends can `offer` to check it then, from
+    the cache."""
 
-    def __init__(self, buffers: list, piece: int):
+    def __init__(self, buffers: list, piece: int, layouts: dict | None = None):
         self.lengths, self.pieces = [], []           # (buffer index, piece), in order
+        self._at: dict[tuple[int, int], int] = {}    # (buffer index, offset) -> piece
         for i, b in enumerate(buffers):
             b = memoryview(b)
             b = b.cast("B") if b.nbytes else memoryview(b"")     # bytes, to cut at byte offsets
             self.lengths.append(len(b))
-            self.pieces += [(i, b[at:at + piece]) for at in range(0, len(b), piece)]
+            head, step = (layouts or {}).get(i, (0, piece))
+            cuts = ([0] if head else []) + list(range(head, len(b), max(step, 1)))
+            for at, end in zip(cuts, cuts[1:] + [len(b)]):
+                self._at[(i, at)] = len(self.pieces)
+                self.pieces.append((i, b[at:end]))
         self.crcs: list[int | None] = [None] * len(self.pieces)
-        self._order = iter(range(len(self.pieces)))  # next() on a range iterator is atomic
+        self._taken = bytearray(len(self.pieces))
+        self._next = 0                               # no piece before it is free
         self._left = len(self.pieces)
         self._lock, self._done = threading.Lock(), threading.Event()
         if not self._left:
             self._done.set()
 
     def work(self) -> None:
-        for k in self._order:
-            self.crcs[k] = _crc32(self.pieces[k][1])
-            with self._lock:
-                self._left -= 1
-                if not self._left:
-                    self._done.set()
+        while (k := self._take()) is not None:
+            self._finish(k)
+
+    def offer(self, i: int, at: int) -> None:
+        """Check the piece of buffer i that starts at byte `at` now, if there is one and no thread
+        has taken it (never waits: a lock held elsewhere leaves the piece to the others)."""
+        k = self._at.get((i, at))
+        if k is None or not self._lock.acquire(blocking=False):
+            return
+        try:
+            free = not self._taken[k]
+            self._taken[k] = 1
+        finally:
+            self._lock.release()
+        if free:
+            self._finish(k)
+
+    def _take(self) -> int | None:
+        with self._lock:
+            while self._next < len(self._taken) and self._taken[self._next]:
+                self._next += 1
+            if self._next == len(self._taken):
+                return None
+            self._taken[self._next] = 1
+            return self._next
+
+    def _finish(self, k: int) -> None:
+        self.crcs[k] = _crc32(self.pieces[k][1])
+        with self._lock:
+            self._left -= 1
+            if not self._left:
+                self._done.set()
 
     def result(self) -> list[int]:
         self.work()

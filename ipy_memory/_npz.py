@@ -42,15 +42,15 @@ class DamagedSnapshot(ValueError):
 class _Check:
     """One file's members left for later: their CRCs as a CrcJob, made in process `pid`."""
 
-    __slots__ = ("path", "infos", "buffers", "job", "started", "pid")
+    __slots__ = ("path", "infos", "buffers", "layouts", "job", "started", "pid")
     PIECE = 4 << 20             # bytes a thread checks at a time
 
-    def __init__(self, path: Path, infos: list, buffers: list):
-        self.path, self.infos, self.buffers = path, infos, buffers
+    def __init__(self, path: Path, infos: list, buffers: list, layouts: dict):
+        self.path, self.infos, self.buffers, self.layouts = path, infos, buffers, layouts
         self.renew()
 
     def renew(self) -> None:
-        self.job, self.started, self.pid = CrcJob(self.buffers, self.PIECE), False, os.getpid()
+        self.job, self.started, self.pid = CrcJob(self.buffers, self.PIECE, self.layouts), False, os.getpid()
 
 
 class LaterChecks:
@@ -60,9 +60,20 @@ class LaterChecks:
 
     def __init__(self):
         self.pending: list[_Check] = []
+        self.hooks: dict[tuple[Path, str], object] = {}     # see load_npz; taken by the loader
 
-    def add(self, path: Path, infos: list, buffers: list) -> None:
-        self.pending.append(_Check(path, infos, buffers))
+    def add(self, path: Path, infos: list, buffers: list, layouts: dict | None = None) -> _Check:
+        check = _Check(path, infos, buffers, layouts or {})
+        self.pending.append(check)
+        return check
+
+    @staticmethod
+    def rows_hook(check: _Check, member: int, head: int, row_bytes: int):
+        """A callable(lo, hi) for whoever reads rows lo..hi of a member left for later (its
+        `head` bytes of .npy header, then rows of `row_bytes`): it checks that part then."""
+        def scanned(lo: int, hi: int) -> None:
+            check.job.offer(member, head + lo * row_bytes)     # (the job of this process: renew())
+        return scanned
 
     def _current(self) -> list[_Check]:
         """The pending checks; in a forked child each starts afresh (its copy of a job may count a
@@ -87,6 +98,7 @@ class LaterChecks:
         """Wait for every pending check; the files that failed theirs, with the reason."""
         self.start()
         pending, self.pending = self.pending, []
+        self.hooks.clear()
         out = []
         for check in pending:
             try:
@@ -146,7 +158,10 @@ def _running(pid: int) -> bool:
 def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[str, np.ndarray]:
     """All arrays of a snapshot. Raises OSError, EOFError or ValueError (DamagedSnapshot for a bad
     zip or CRC) if it is damaged. The members named in `later` whose dtype holds values only are
-    checked in the background, the check added to `checks` (its failure is a DamagedSnapshot)."""
+    checked in the background, the check added to `checks` (its failure is a DamagedSnapshot). A
+    `later` mapping may give a member a number of rows: its check is then cut in parts of that many
+    rows, and `checks.hooks[path, name]` is a callable(lo, hi) that a reader of rows lo..hi calls to
+    check them while they are in cache (LaterChecks.rows_hook)."""
     if not MAP:
         return _read(path)
     with open(path, "rb") as f:
@@ -175,7 +190,18 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
     for i, name in enumerate(names):
         out[name] = arrays[i] if arrays[i] is not None else _array(mapped, *members[i], infos[i].filename)
     if deferred:
-        checks.add(path, [infos[i] for i in deferred], [members[i][1] for i in deferred])
+        layouts, hooks = {}, {}
+        for j, i in enumerate(deferred):
+            rows = later.get(names[i]) if isinstance(later, dict) else None
+            a = arrays[i]
+            if rows and a.ndim:
+                row_bytes = a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
+                head = len(members[i][1]) - a.nbytes          # the .npy header
+                layouts[j] = (head, rows * row_bytes)
+                hooks[names[i]] = (j, head, row_bytes)
+        check = checks.add(path, [infos[i] for i in deferred], [members[i][1] for i in deferred], layouts)
+        for name, (j, head, row_bytes) in hooks.items():
+            checks.hooks[path, name] = LaterChecks.rows_hook(check, j, head, row_bytes)
     return out
 
 

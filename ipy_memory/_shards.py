@@ -125,7 +125,12 @@ class Shards:
     def settle(self) -> bool:
         """Wait for the snapshot checks still running. A damaged snapshot's file is deleted and what
         was loaded from it dropped (rebuilt from SQLite at its next use); True if one was."""
+        if not self.checks.pending:
+            return False
         failed = self.checks.failed()
+        for shard in self.loaded.values():
+            if shard.vec_loaded:
+                shard.vec.scanned = None     # checked: its hook would keep the file's mapping alive
         for path, exc in failed:
             log.warning("ipy_memory: rebuilding the index from the database: %s", exc)
             path.unlink(missing_ok=True)
@@ -213,6 +218,7 @@ class Shards:
         vec = self._new_vectors()
         try:
             data = load_npz(path, VectorShard.VALUE_MEMBERS, self.checks)
+            vec.scanned = self.checks.hooks.pop((path, "hot"), None)
             seq = self._replayable(data, vectors=True)
             if seq is None:
                 return None

@@ -37,11 +37,13 @@ _EXACT_PART = 8192           # rows an exact scan's part holds (6 MB at 384 dims
 class VectorShard(_Rows, ColumnsMixin):
     """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
 
-    VALUE_MEMBERS = frozenset({"hot"})      # checked beside its first use (_npz.load_npz): float16 values
+    # checked beside its first use (_npz.load_npz): float16 values, in parts of an exact scan's rows
+    VALUE_MEMBERS = {"hot": _EXACT_PART}
 
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
         self.fetch = fetch
+        self.scanned = None          # callable(lo, hi) after an exact scan read rows lo..hi (_npz hooks)
         self.low = _LowTier(dim)
         self.keys = Column(np.int64)
         self.mat = Column(np.float16, width=dim)
@@ -274,18 +276,20 @@ class VectorShard(_Rows, ColumnsMixin):
         return [rows[(rows >= start) & self.alive.view[np.clip(rows, 0, self.keys.size - 1)]][:k] for rows in found]
 
     def _exact_rows_compiled(self, mat: np.ndarray, qs: np.ndarray, start: int, k: int) -> list[np.ndarray]:
-        # float16 dots by F16C (152k rows: 9.3 ms on one core against usearch's 26.6, 22.4 on two;
-        # benchmarks/kernels.py), and no usearch import on the way (~60-100 ms with its urllib, tqdm
-        # and onnxruntime imports)
+        # float16 dots by F16C (152k rows: 9.3 ms on one core against usearch's 26.6; benchmarks/
+        # kernels.py), and no usearch import on the way (~60-100 ms with urllib, tqdm, onnxruntime)
         sims = np.empty((len(qs), len(mat)), np.float32)
         qs, alive = np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None
         if len(qs) == 1 and len(mat) >= 2 * _EXACT_PART:
-            # in parts, so that the recall's thread takes some once its lexical scoring is done
-            # (help_scan): a new process's first scan pages the whole matrix in
-            run_parts([(lo, lo + _EXACT_PART) for lo in range(0, len(mat), _EXACT_PART)],
-                      lambda part: _kernels.half_dots(mat[part[0]:part[1]], qs,
-                                                      None if alive is None else alive[part[0]:part[1]],
-                                                      sims[:, part[0]:part[1]]))
+            # in parts that the recall's thread takes too once its lexical scoring is done (help_scan),
+            # each part's rows then checked against the snapshot they came from while in cache
+            scanned = self.scanned if start == 0 else None
+
+            def part(lo: int, hi: int) -> None:
+                _kernels.half_dots(mat[lo:hi], qs, None if alive is None else alive[lo:hi], sims[:, lo:hi])
+                if scanned is not None:
+                    scanned(lo, hi)
+            run_parts([(lo, lo + _EXACT_PART) for lo in range(0, len(mat), _EXACT_PART)], lambda p: part(*p))
         else:
             _kernels.half_dots(mat, qs, alive, sims)
         out = []

@@ -237,7 +237,7 @@ def test_later_checks_start_afresh_in_a_forked_child(tmp_path):
     checks = _npz.LaterChecks()
     _npz.load_npz(bad, {"hot"}, checks)
     job = checks.pending[0].job
-    next(job._order)                     # a piece a thread of the parent had taken...
+    job._take()                          # a piece a thread of the parent had taken...
     with job._lock:                      # ...and the lock it held, when the process forked
         pid = os.fork()
         if pid == 0:
@@ -249,3 +249,23 @@ def test_later_checks_start_afresh_in_a_forked_child(tmp_path):
                 os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_crc_job_pieces_offered_by_readers_give_the_same_crcs():
+    """CrcJob with a layout (a head, then fixed steps): pieces checked through offer() by a reader,
+    in any order and beside work(), give zlib's CRCs; an offer of a taken piece, of an offset that
+    starts no piece, or while the lock is held elsewhere does nothing and never waits."""
+    rng = np.random.default_rng(3)
+    buffers = [rng.bytes(10_000), rng.bytes(777), b""]
+    want = [zlib.crc32(b) for b in buffers]
+    for offers in ([], [(0, 128), (0, 128 + 4 * 1000)], [(0, 128 + 1000 * k) for k in range(10)][::-1]):
+        job = _crc.CrcJob(buffers, 300, {0: (128, 1000)})
+        for i, at in offers:
+            job.offer(i, at)
+        job.offer(0, 5)                       # no piece starts there
+        job.offer(0, 128)                     # taken already, or taken now
+        assert job.result() == want
+    job = _crc.CrcJob(buffers, 300, {0: (128, 1000)})
+    with job._lock:
+        job.offer(0, 128)                     # returns at once
+    assert not job._taken[job._at[(0, 128)]] and job.result() == want

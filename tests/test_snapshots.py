@@ -209,3 +209,30 @@ def test_a_ranking_that_fails_on_damaged_values_ranks_again(store, monkeypatch, 
         calls.clear()
         with pytest.raises(FloatingPointError):              # nothing damaged now: not hidden
             mem.recall("amber lantern 12")
+
+
+def test_an_exact_scan_checks_the_vectors_it_reads(store, monkeypatch, caplog):
+    """The first recall's exact scan checks the CRC of the snapshot's vector rows it has just read
+    (in parts of the scan's rows); damage there is still caught before the recall answers."""
+    from ipy_memory import _crc, _kernels, vectors
+    if not _kernels.FAST_HALF_DOTS:
+        pytest.skip("the scan in parts is the compiled one's")
+    monkeypatch.setattr(vectors, "_EXACT_PART", 256)
+    monkeypatch.setattr(vectors.VectorShard, "VALUE_MEMBERS", {"hot": 256})
+    path, _ = store
+    hybrid = Settings(vector_weight_hash=0.5)
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        expected = results(mem)
+    offered, real = [], _crc.CrcJob.offer
+    monkeypatch.setattr(_crc.CrcJob, "offer", lambda job, i, at: offered.append(at) or real(job, i, at))
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        assert results(mem) == expected
+    assert len(offered) >= len(TEXTS) // 256                 # every part of the first scan
+    assert "rebuilding the index" not in caplog.text         # and the pieces it checked add up
+    snap = next((path / "index").glob("*.vec.npz"))
+    raw = bytearray(snap.read_bytes())
+    at = raw.index(b"\x93NUMPY", raw.index(b"hot.npy")) + 128 + 256 * 384 * 2 * 3      # in the 4th part
+    raw[at:at + 768] = bytes([0x3C]) * 768
+    snap.write_bytes(bytes(raw))
+    with MemoryEngine(path, project="p", settings=hybrid) as mem:
+        assert results(mem) == expected and "rebuilding the index" in caplog.text
