@@ -147,7 +147,14 @@ def surface_terms(text: str) -> list[tuple[str, str]]:
 def index_word(word: str) -> int:
     """term_hash of its stem * 2 + whether it is `expandable`: what indexing a text needs of each
     word, as one int (cached by `lexical.index_terms`). A CJK gram or a number is its own stem and
-    not expandable: most words new to a store are such grams, and skip the caches on the way."""
+    not expandable: most words new to a store are such grams, and skip the caches on the way, as
+    do ASCII words (no CJK test needed; the caller caches the result, so the word's stem and term
+    would only take room in the query caches)."""
+    if word.isascii():
+        if word.isdigit():
+            return term_hash.__wrapped__(word) << 1
+        return (term_hash.__wrapped__(_stemmer.stemWord(_IRREGULAR.get(word, word))) << 1
+                | (word.isalpha() and len(word) > 2))
     if is_cjk(word) or word.isdigit():
         return term_hash.__wrapped__(word) << 1     # (term_hash without its cache)
     return term_hash(stem(word)) << 1 | expandable(word)

@@ -135,8 +135,8 @@ def test_block_locale_zh():
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from("ab9٣²ésт光遗传学の한 -"), max_size=40))
 def test_index_word_is_the_stems_term_and_expandability(text):
-    # index_word's shortcut for CJK grams and numbers gives what the general rule gives
-    for word in _text.words(text):
+    # index_word's shortcuts (CJK grams and numbers, ASCII words) give what the general rule gives
+    for word in _text.words(text) + ("went", "children", "running", "data", "a1", "x", "2023", "ab", "ran"):
         assert _text.index_word(word) == _text.term_hash(_text.stem(word)) << 1 | _text.expandable(word)
 
 
