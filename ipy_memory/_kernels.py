@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from itertools import chain
 
 import numpy as np
 
@@ -162,6 +163,24 @@ def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int]
     return list(tf), list(tf.values())
 
 
+def word_ids_python(per_text: list, cache: dict, ids: np.ndarray, distinct: np.ndarray):
+    """Each word's index (ids, in order) among the distinct entries cache[word] (distinct, in the
+    order the batch first uses them) and how many those are; or, if some words are not in cache,
+    those words, each once, in the order first met (ids and distinct then hold nothing of use)."""
+    missing = [w for w in dict.fromkeys(chain.from_iterable(per_text)) if w not in cache]
+    if missing:
+        return missing
+    local: dict[int, int] = {}
+    for k, w in enumerate(chain.from_iterable(per_text)):
+        e = cache[w]
+        at = local.get(e)
+        if at is None:
+            at = local[e] = len(local)
+            distinct[at] = e
+        ids[k] = at
+    return len(local)
+
+
 def blake2b64_python(text: str) -> int:
     """The 8-byte BLAKE2b digest of the UTF-8 text, as a little-endian integer."""
     return int.from_bytes(blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
@@ -222,6 +241,7 @@ add_runs = _speedups.add_runs if COMPILED else add_runs_numpy
 neighbours = _speedups.neighbours if COMPILED else neighbours_numpy
 reply_add = _speedups.reply_add if COMPILED else reply_add_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
+word_ids = _speedups.word_ids if COMPILED else word_ids_python
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python

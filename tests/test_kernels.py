@@ -570,3 +570,43 @@ def test_builtin_digests_are_hashlibs():
         assert _digests.sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
         assert _digests.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
         assert _digests.blake2b(data, digest_size=8).digest() == hashlib.blake2b(data, digest_size=8).digest()
+
+
+_WORDS = st.text(alphabet="abcé光", min_size=1, max_size=3)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_WORDS, max_size=12).map(tuple), max_size=8), st.data())
+def test_word_ids_match_the_twin(per_text, data):
+    """The HashEmbedder's lookup: each word's index among the batch's distinct cache entries, or the
+    missing words, each once, in the order first met."""
+    vocab = sorted({w for words in per_text for w in words})
+    known = data.draw(st.sets(st.sampled_from(vocab)) if vocab else st.just(set()))
+    cache = {w: 1000 + 7 * i for i, w in enumerate(sorted(known))}
+    total = sum(map(len, per_text))
+    got, want = [], []
+    for kernel, out in ((_kernels._speedups.word_ids, got), (_kernels.word_ids_python, want)):
+        ids, distinct = np.full(total, -5, np.int64), np.full(total, -5, np.int64)
+        r = kernel(per_text, cache, ids, distinct)
+        out.append((r, ids.tolist(), distinct[:r].tolist()) if isinstance(r, int) else (r, None, None))
+    assert got == want
+    r, ids, distinct = got[0]
+    if isinstance(r, int):                        # every word found: distinct[ids] gives its entry back
+        flat = [w for words in per_text for w in words]
+        assert [distinct[i] for i in ids] == [cache[w] for w in flat] and len(set(distinct)) == r
+    else:
+        assert r == list(dict.fromkeys(w for words in per_text for w in words if w not in cache))
+
+
+@compiled
+def test_word_ids_refuse_what_they_cannot_use():
+    ids = np.zeros(2, np.int64)
+    with pytest.raises(TypeError):
+        _kernels._speedups.word_ids([["a", "b"]], {"a": 0, "b": 1}, ids, ids.copy())      # a list, not a tuple
+    with pytest.raises(ValueError):
+        _kernels._speedups.word_ids([("a", "b")], {"a": 0, "b": 1}, ids[:1], ids.copy())   # one id short
+    with pytest.raises(TypeError):
+        _kernels._speedups.word_ids([("a", "b")], {"a": 0, "b": 1}, ids.astype(np.int32), ids.copy())
+    with pytest.raises(ValueError):
+        _kernels._speedups.word_ids([("a", "b")], {"a": -1, "b": 1}, ids, ids.copy())      # not an entry

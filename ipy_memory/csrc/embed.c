@@ -108,3 +108,113 @@ PyObject *hash_rows(PyObject *self, PyObject *args)
     PyMem_RawFree(acc);
     return release_checked(a, N, bad, "hash_rows", "features' slots are not below dim");
 }
+
+const char word_ids_doc[] = PyDoc_STR(
+"word_ids(per_text, cache, ids, distinct) -> int | list\n--\n\n"
+"The HashEmbedder's word lookup (_kernels.word_ids_python): per_text is a list of tuples of words and\n"
+"cache a dict word -> entry (int). If every word is in cache: fills ids (int64, one per word in\n"
+"order, as long as all the tuples together) with each word's index into distinct, distinct (int64,\n"
+"as long) with the entries in the order the batch first uses them, and returns how many there\n"
+"are. Else returns the words missing from cache, each once, in the order first met (ids and\n"
+"distinct then hold nothing of use).");
+
+/* An open-addressing table entry -> local index, sized to a power of two above twice the words. */
+static int64_t local_index(int64_t *table, size_t mask, int64_t entry, int64_t *next)
+{
+    size_t at = (size_t)((uint64_t)entry * 0x9E3779B97F4A7C15ull >> 17) & mask;
+    while (table[2 * at] >= 0 && table[2 * at] != entry)
+        at = (at + 1) & mask;
+    if (table[2 * at] < 0) {
+        table[2 * at] = entry;
+        table[2 * at + 1] = (*next)++;
+    }
+    return table[2 * at + 1];
+}
+
+static PyObject *missing_words(PyObject *per_text, PyObject *cache)
+{
+    PyObject *seen = PyDict_New(), *out = PyList_New(0);
+    if (!seen || !out)
+        goto fail;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        PyObject *words = PyList_GET_ITEM(per_text, t);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(words); j++) {
+            PyObject *w = PyTuple_GET_ITEM(words, j);
+            int known = PyDict_Contains(cache, w), met = known ? 0 : PyDict_Contains(seen, w);
+            if (known < 0 || met < 0)
+                goto fail;
+            if (!known && !met && (PyDict_SetItem(seen, w, Py_None) < 0 || PyList_Append(out, w) < 0))
+                goto fail;
+        }
+    }
+    Py_DECREF(seen);
+    return out;
+fail:
+    Py_XDECREF(seen);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+PyObject *word_ids(PyObject *self, PyObject *args)
+{
+    enum { IDS, DISTINCT, N };
+    static const Spec specs[N] = {{"ids", 1, "lq", WRITABLE}, {"distinct", 1, "lq", WRITABLE}};
+    PyObject *per_text, *cache, *o[N];
+    Arg a[N];
+    if (!PyArg_ParseTuple(args, "O!O!OO:word_ids", &PyList_Type, &per_text, &PyDict_Type, &cache, &o[IDS],
+                          &o[DISTINCT]))
+        return NULL;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        if (!PyTuple_Check(PyList_GET_ITEM(per_text, t))) {
+            PyErr_SetString(PyExc_TypeError, "word_ids: per_text must be a list of tuples of words");
+            return NULL;
+        }
+        total += PyTuple_GET_SIZE(PyList_GET_ITEM(per_text, t));
+    }
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    if (LEN(a[IDS]) != total || LEN(a[DISTINCT]) != total || a[IDS].view.itemsize != 8
+        || a[DISTINCT].view.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "word_ids: ids and distinct must be int64, one per word");
+        return release(a, N, 0);
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)total)
+        cap <<= 1;
+    int64_t *table = PyMem_Malloc(cap * 2 * sizeof(int64_t));
+    if (!table) {
+        PyErr_NoMemory();
+        return release(a, N, 0);
+    }
+    memset(table, 0xff, cap * 2 * sizeof(int64_t)); /* entry -1: free */
+    int64_t *ids = DATA(a[IDS], int64_t), *distinct = DATA(a[DISTINCT], int64_t), next = 0;
+    Py_ssize_t k = 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        PyObject *words = PyList_GET_ITEM(per_text, t);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(words); j++, k++) {
+            PyObject *e = PyDict_GetItemWithError(cache, PyTuple_GET_ITEM(words, j)); /* borrowed */
+            if (!e) {
+                if (!PyErr_Occurred())
+                    result = missing_words(per_text, cache);
+                goto done;
+            }
+            const long long entry = PyLong_AsLongLong(e);
+            if (entry < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "word_ids: cache entries must be ints >= 0");
+                goto done;
+            }
+            const int64_t before = next, at = local_index(table, cap - 1, entry, &next);
+            if (next > before)
+                distinct[at] = entry;
+            ids[k] = at;
+        }
+    }
+    result = PyLong_FromLongLong(next);
+done:
+    PyMem_Free(table);
+    release(a, N, 0);
+    return result;
+}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from itertools import chain
 
 import numpy as np
 
@@ -81,20 +80,22 @@ class HashEmbedder(Embedder):
             self._grams.clear()
         return h, feats
 
-    def _lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The (distinct) words' hashes, first features and feature counts, and the feature arrays
-        those index; the words not seen before are hashed and stored in one numpy pass (a pass per
-        word cost more than the hashing)."""
+    def _lookup(self, per_text: list[tuple[str, ...]], total: int) -> tuple[np.ndarray, ...]:
+        """Each word occurrence's index among the batch's distinct words, and those words' hashes,
+        first features and feature counts, with the feature arrays those index (one compiled pass
+        over the words: `_kernels.word_ids`); the words not seen before are hashed and stored in one
+        numpy pass (a pass per word cost more than the hashing)."""
+        ids, distinct = np.empty(total, np.int64), np.empty(total, np.int64)
         with self._lock:
-            if len(self._cache) + len(words) > self._cache_size:
+            got = _kernels.word_ids(per_text, self._cache, ids, distinct)
+            if isinstance(got, list) and len(self._cache) + len(got) > self._cache_size:
                 self._clear()                        # between batches: a batch's entries stay valid
-            cache = self._cache
-            found = list(map(cache.get, words))
-            if None in found:
-                self._add([w for w, e in zip(words, found) if e is None])
-                found = list(map(cache.__getitem__, words))
-            at = np.array(found, np.int64)
-            return self._hash[at], self._first[at], self._count[at], self._slots, self._signs
+                got = _kernels.word_ids(per_text, self._cache, ids, distinct)     # now all of them
+            if isinstance(got, list):
+                self._add(got)
+                got = _kernels.word_ids(per_text, self._cache, ids, distinct)
+            at = distinct[:got]
+            return ids, self._hash[at], self._first[at], self._count[at], self._slots, self._signs
 
     def _add(self, words: list[str]) -> None:
         """Hash and store new words (under the lock). They enter the cache only once their entries
@@ -121,13 +122,11 @@ class HashEmbedder(Embedder):
     def _embed(self, texts: list[str]) -> np.ndarray:
         n = len(texts)
         per_text = [_text.words(t) for t in texts]
-        flat = list(chain.from_iterable(per_text))
-        if not flat:
-            return np.zeros((n, self.dim), np.float32)
-        local = {w: i for i, w in enumerate(dict.fromkeys(flat))}   # word -> id, by first appearance
-        hashes, firsts, counts, feat_slots, feat_signs = self._lookup(list(local))
-        ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
         per = np.fromiter(map(len, per_text), np.int64, n)
+        total = int(per.sum())
+        if not total:
+            return np.zeros((n, self.dim), np.float32)
+        ids, hashes, firsts, counts, feat_slots, feat_signs = self._lookup(per_text, total)
         out = np.empty((n, self.dim), np.float32)
         _kernels.hash_rows(ids, per, firsts, counts, hashes, feat_slots, feat_signs, _log_tf(int(per.max())), out)
         return out
