@@ -131,28 +131,15 @@ static int64_t local_index(int64_t *table, size_t mask, int64_t entry, int64_t *
     return table[2 * at + 1];
 }
 
-static PyObject *missing_words(PyObject *per_text, PyObject *cache)
+/* Add w to the missing words (each once, in the order first met; `seen` makes them unique). */
+static int note_missing(PyObject **missing, PyObject **seen, PyObject *w)
 {
-    PyObject *seen = PyDict_New(), *out = PyList_New(0);
-    if (!seen || !out)
-        goto fail;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
-        PyObject *words = PyList_GET_ITEM(per_text, t);
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(words); j++) {
-            PyObject *w = PyTuple_GET_ITEM(words, j);
-            int known = PyDict_Contains(cache, w), met = known ? 0 : PyDict_Contains(seen, w);
-            if (known < 0 || met < 0)
-                goto fail;
-            if (!known && !met && (PyDict_SetItem(seen, w, Py_None) < 0 || PyList_Append(out, w) < 0))
-                goto fail;
-        }
-    }
-    Py_DECREF(seen);
-    return out;
-fail:
-    Py_XDECREF(seen);
-    Py_XDECREF(out);
-    return NULL;
+    if (!*missing && (!(*missing = PyList_New(0)) || !(*seen = PyDict_New())))
+        return -1;
+    int met = PyDict_Contains(*seen, w);
+    if (met < 0)
+        return -1;
+    return met ? 0 : (PyDict_SetItem(*seen, w, Py_None) < 0 || PyList_Append(*missing, w) < 0) ? -1 : 0;
 }
 
 PyObject *word_ids(PyObject *self, PyObject *args)
@@ -190,16 +177,18 @@ PyObject *word_ids(PyObject *self, PyObject *args)
     memset(table, 0xff, cap * 2 * sizeof(int64_t)); /* entry -1: free */
     int64_t *ids = DATA(a[IDS], int64_t), *distinct = DATA(a[DISTINCT], int64_t), next = 0;
     Py_ssize_t k = 0;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *missing = NULL, *seen = NULL;
     for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
         PyObject *words = PyList_GET_ITEM(per_text, t);
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(words); j++, k++) {
-            PyObject *e = PyDict_GetItemWithError(cache, PyTuple_GET_ITEM(words, j)); /* borrowed */
-            if (!e) {
-                if (!PyErr_Occurred())
-                    result = missing_words(per_text, cache);
-                goto done;
+            PyObject *w = PyTuple_GET_ITEM(words, j), *e = PyDict_GetItemWithError(cache, w); /* borrowed */
+            if (!e) {                        /* one pass: the missing words are listed on the way */
+                if (PyErr_Occurred() || note_missing(&missing, &seen, w) < 0)
+                    goto done;
+                continue;
             }
+            if (missing)
+                continue;                    /* the ids are of no use now */
             const long long entry = PyLong_AsLongLong(e);
             if (entry < 0) {
                 if (!PyErr_Occurred())
@@ -212,8 +201,14 @@ PyObject *word_ids(PyObject *self, PyObject *args)
             ids[k] = at;
         }
     }
-    result = PyLong_FromLongLong(next);
+    if (missing) {
+        result = missing;
+        missing = NULL;
+    } else
+        result = PyLong_FromLongLong(next);
 done:
+    Py_XDECREF(missing);
+    Py_XDECREF(seen);
     PyMem_Free(table);
     release(a, N, 0);
     return result;
