@@ -1,3 +1,7 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ipy_memory._markdown import default_title, parse
 
 
@@ -55,3 +59,25 @@ def test_default_title():
 
 def test_many_headings():
     assert len(parse("\n".join(f"# h{i}\nt" for i in range(10_000)))) == 10_000
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet="ab .!光\n \t", max_size=40), st.lists(st.tuples(
+    st.sampled_from(list("#=-`~\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")), st.integers(0, 40)), max_size=2))
+def test_plain_text_shortcut_parses_as_the_line_pass(plain, specials):
+    """parse() skips the line-by-line pass for a text that can hold no heading, fence, front matter or
+    other line break: the same sections as that pass gives (plain texts with a special character or
+    two put in anywhere)."""
+    from ipy_memory._markdown import _parse_lines
+    text = plain
+    for char, at in specials:
+        text = text[:at] + char + text[at:]
+    assert parse(text) == _parse_lines(text)
+
+
+@pytest.mark.parametrize("char", list("#=-`~\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"))
+@pytest.mark.parametrize("shape", ["ab{}ba", "ab\n{}\nba", "x\n  {}{}{}\ny", "{}{}{} x", " \t{}{}{}\nz"])
+def test_plain_text_shortcut_with_each_special_character(char, shape):
+    from ipy_memory._markdown import _parse_lines
+    text = shape.format(char, char, char)
+    assert parse(text) == _parse_lines(text)
