@@ -39,7 +39,7 @@ import threading
 import numpy as np
 
 from . import _kernels
-from ._threads import Worker
+from ._threads import Pieces, Worker
 from ._topk import largest
 
 BLOCK = 1 << 16            # rows per block (a block's column: 64 kB)
@@ -141,40 +141,30 @@ def run_parts(parts: list, fn, helper: bool = False) -> None:
         if helper:
             _HELPER.submit(tasks.run)
         tasks.run()
-        tasks.finished.wait()
+        tasks.wait()
     finally:
         _current = None
     if tasks.error is not None:
         raise tasks.error
 
 
-class _Parts:
+class _Parts(Pieces):
     """The parts of one scan, each taken by whichever thread is free: the thread scoring the query,
     the worker for a large scan, and (`help_scan`) the thread waiting for the answer."""
 
     def __init__(self, parts: list, fn):
+        super().__init__(len(parts))
         self.parts, self.fn = parts, fn
-        self.lock, self.next, self.left = threading.Lock(), 0, len(parts)
-        self.finished = threading.Event()
         self.error: BaseException | None = None
-        if not parts:
-            self.finished.set()
 
     def run(self) -> None:
-        while True:
-            with self.lock:
-                if self.next >= len(self.parts):
-                    return
-                part, self.next = self.parts[self.next], self.next + 1
+        while (k := self._take()) is not None:
             try:
-                self.fn(part)
+                self.fn(self.parts[k])
             except BaseException as exc:  # noqa: BLE001  (re-raised by the scoring thread)
                 self.error = exc
             finally:
-                with self.lock:
-                    self.left -= 1
-                    if not self.left:
-                        self.finished.set()
+                self._finish_one()
 
 
 def help_scan() -> None:

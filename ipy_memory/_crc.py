@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 
 from ._kernels import crc32 as _crc32
+from ._threads import Pieces
 
 _POLY = 0xEDB88320                  # bit-reflected, as zlib computes it: bit 31 is x^0
 
@@ -51,7 +52,7 @@ def combine(crc_a: int, crc_b: int, len_b: int) -> int:
     return _mul(_x_to_the_8n(len_b), crc_a) ^ crc_b
 
 
-class CrcJob:
+class CrcJob(Pieces):
     """The CRC-32s of several buffers, cut in pieces that any number of threads take in turn:
     `work()` on a helper thread, and `result()` on the thread that needs them, which takes pieces
     too before it waits for the last one (nothing waits while work is left). `layouts[i] = (head,
@@ -72,12 +73,7 @@ class CrcJob:
                 self._at[(i, at)] = len(self.pieces)
                 self.pieces.append((i, b[at:end]))
         self.crcs: list[int | None] = [None] * len(self.pieces)
-        self._taken = bytearray(len(self.pieces))
-        self._next = 0                               # no piece before it is free
-        self._left = len(self.pieces)
-        self._lock, self._done = threading.Lock(), threading.Event()
-        if not self._left:
-            self._done.set()
+        super().__init__(len(self.pieces))
 
     def work(self) -> None:
         while (k := self._take()) is not None:
@@ -87,35 +83,16 @@ class CrcJob:
         """Check the piece of buffer i that starts at byte `at` now, if there is one and no thread
         has taken it (never waits: a lock held elsewhere leaves the piece to the others)."""
         k = self._at.get((i, at))
-        if k is None or not self._lock.acquire(blocking=False):
-            return
-        try:
-            free = not self._taken[k]
-            self._taken[k] = 1
-        finally:
-            self._lock.release()
-        if free:
+        if k is not None and self._claim(k):
             self._finish(k)
-
-    def _take(self) -> int | None:
-        with self._lock:
-            while self._next < len(self._taken) and self._taken[self._next]:
-                self._next += 1
-            if self._next == len(self._taken):
-                return None
-            self._taken[self._next] = 1
-            return self._next
 
     def _finish(self, k: int) -> None:
         self.crcs[k] = _crc32(self.pieces[k][1])
-        with self._lock:
-            self._left -= 1
-            if not self._left:
-                self._done.set()
+        self._finish_one()
 
     def result(self) -> list[int]:
         self.work()
-        self._done.wait()
+        self.wait()
         out: list[int | None] = [None] * len(self.lengths)
         for (i, piece), crc in zip(self.pieces, self.crcs):
             out[i] = crc if out[i] is None else combine(out[i], crc, len(piece))

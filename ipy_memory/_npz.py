@@ -102,7 +102,7 @@ class LaterChecks:
         out = []
         for check in pending:
             try:
-                _check(check.path, check.infos, check.job.result())
+                _verify(check.path, check.infos, check.job.result())
             except DamagedSnapshot as exc:
                 out.append((check.path, exc))
         return out
@@ -184,9 +184,10 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
     names = [info.filename[:-4] if info.filename.endswith(".npy") else info.filename for info in infos]
     arrays = [_array(mapped, *members[i], infos[i].filename) if checks is not None and names[i] in later else None
               for i in range(len(infos))]
-    deferred = [i for i, a in enumerate(arrays) if a is not None and a.dtype.kind in _VALUES]
-    now = [i for i in range(len(infos)) if i not in deferred]
-    _check(path, [infos[i] for i in now], _crcs([members[i][1] for i in now]))
+    later_ok = [a is not None and a.dtype.kind in _VALUES for a in arrays]
+    deferred = [i for i, ok in enumerate(later_ok) if ok]
+    now = [i for i, ok in enumerate(later_ok) if not ok]
+    _verify(path, [infos[i] for i in now], _crcs([members[i][1] for i in now]))
     for i, name in enumerate(names):
         out[name] = arrays[i] if arrays[i] is not None else _array(mapped, *members[i], infos[i].filename)
     if deferred:
@@ -205,7 +206,7 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
     return out
 
 
-def _check(path: Path, infos: list, crcs: list[int]) -> None:
+def _verify(path: Path, infos: list, crcs: list[int]) -> None:
     for info, crc in zip(infos, crcs):
         if crc != info.CRC:
             raise DamagedSnapshot(f"{path}: {info.filename} fails its CRC check")

@@ -3,6 +3,7 @@ of a new process's first recall here.
 
 `Worker` runs submitted calls in order on one daemon thread, started at its first submit and again
 in a forked child (which has no such thread; what the parent had queued is not run there).
+`Pieces` shares n pieces of work among whichever threads come for them.
 """
 
 from __future__ import annotations
@@ -73,6 +74,48 @@ class Worker:
     def _run(tasks: queue.SimpleQueue) -> None:
         while True:
             tasks.get().run()
+
+
+class Pieces:
+    """n pieces of work, each done once by whichever thread takes it: `_take()` the next free one,
+    `_claim(k)` a chosen one (never waits), `_finish_one()` when it is done, `wait()` until all are."""
+
+    def __init__(self, n: int):
+        self._taken = bytearray(n)
+        self._next = 0                               # no piece before it is free
+        self._left = n
+        self._lock, self._done = threading.Lock(), threading.Event()
+        if not n:
+            self._done.set()
+
+    def _take(self) -> int | None:
+        with self._lock:
+            while self._next < len(self._taken) and self._taken[self._next]:
+                self._next += 1
+            if self._next == len(self._taken):
+                return None
+            self._taken[self._next] = 1
+            return self._next
+
+    def _claim(self, k: int) -> bool:
+        """Take piece k if it is free and the lock is not held elsewhere (then leave it to others)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            free = not self._taken[k]
+            self._taken[k] = 1
+        finally:
+            self._lock.release()
+        return free
+
+    def _finish_one(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if not self._left:
+                self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
 
 
 # the exact vector scans of a recall and the background CRC checks of snapshots (_npz): on one

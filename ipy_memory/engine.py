@@ -289,7 +289,6 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             cands = rank(shards, query, self.embedder, self.settings, now, pool, self._embed_query,
                          lambda q: expansion(self, shards, q))
         except Exception:
-            self.shards.defer_checks = False
             if self.shards.settle():        # it failed on a damaged snapshot's values
                 return self._rank(spaces, query, now, pool)
             raise
