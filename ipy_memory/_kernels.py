@@ -148,14 +148,16 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
 
 def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:
     """Each word's entry, term hash * 2 + expandable, from `cache`, or from miss(word), which is
-    then cached; an expandable word is the word of its term in `vocab` unless one is there already;
+    then cached (a word that starts with a CJK character or is ASCII digits gets its own term,
+    not expandable, without the call: what _text.index_word gives it); an expandable word is the word of its term in `vocab` unless one is there already;
     the distinct term hashes in order of first use, and how often each occurs. (One int per word,
     not a tuple: a dict of ints is no work for the garbage collector, a dict of tuples is.)"""
     tf: dict[int, int] = {}
     for word in words:
         entry = cache.get(word)
         if entry is None:
-            entry = cache[word] = miss(word)
+            own = isinstance(word, str) and (_starts_cjk(word) or (word.isascii() and word.isdigit()))
+            entry = cache[word] = blake2b64_python(word) >> 1 << 1 if own else miss(word)
         term = entry >> 1
         if entry & 1 and term not in vocab:
             vocab[term] = word
@@ -202,6 +204,38 @@ def gram_hashes_python(marked: str, grams: dict, sizes: tuple) -> list[int]:
     return out
 
 
+def _starts_cjk(word: str) -> bool:
+    """The first character is kana, CJK or hangul: `_text.is_cjk` (whose regex this module cannot import)."""
+    c = ord(word[0]) if word else 0
+    return (0x3040 <= c <= 0x30FF or 0x3400 <= c <= 0x4DBF or 0x4E00 <= c <= 0x9FFF or 0xAC00 <= c <= 0xD7AF
+            or 0xF900 <= c <= 0xFAFF)
+
+
+def word_features_python(words: list, grams: dict, sizes: tuple, dim: int, hashes: np.ndarray, counts: np.ndarray,
+                         slots: np.ndarray, signs: np.ndarray) -> int:
+    """The HashEmbedder's features of new words: for word i, hashes[i] = blake2b64('w|' + word) and
+    its features, that hash followed (unless the word is a CJK gram) by gram_hashes('<' + word + '>'),
+    stored one after another from the start of slots (hash % dim) and signs (+1 where bit 63 is set,
+    else -1); counts[i] is how many. Returns the number of features stored."""
+    if dim < 1 or len(hashes) < len(words) or len(counts) < len(words) or len(slots) != len(signs):
+        raise ValueError("word_features: dim must be >= 1, hashes and counts one per word, slots and signs "
+                         "as long as each other")
+    feats: list[int] = []
+    for i, w in enumerate(words):
+        if not isinstance(w, str):
+            raise TypeError("word_features: words must be a list of str")
+        h = blake2b64_python("w|" + w)
+        f = [h] if _starts_cjk(w) else [h, *gram_hashes_python(f"<{w}>", grams, sizes)]
+        hashes[i], counts[i] = h, len(f)
+        feats.extend(f)
+    if len(feats) > len(slots):
+        raise ValueError("word_features: slots and signs are too short for the features")
+    hs = np.array(feats, np.uint64)
+    slots[:len(hs)] = hs % np.uint64(dim)
+    signs[:len(hs)] = np.where(hs >> np.uint64(63), 1, -1)
+    return len(hs)
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -245,6 +279,7 @@ word_ids = _speedups.word_ids if COMPILED else word_ids_python
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
+word_features = _speedups.word_features if COMPILED else word_features_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
 # ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
 # regexes

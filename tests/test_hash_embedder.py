@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ipy_memory import _kernels
 from ipy_memory.embeddings import Embedder, HashEmbedder, get_embedder
 from ipy_memory.errors import EmbeddingError, InvalidArgument
 
@@ -79,17 +80,18 @@ def test_a_full_cache_and_threads_change_no_vector():
 
 
 def test_an_interrupted_batch_leaves_no_bad_cache_entry(monkeypatch):
-    emb, calls = HashEmbedder(), []
-    real = emb._features
+    """An interrupt (a user stopping a long remember_many in a notebook) arrives between bytecodes:
+    here right after the new words' features were stored, before the cache names them."""
+    emb, calls, real = HashEmbedder(), [], _kernels.word_features
 
-    def interrupted(word):
-        calls.append(word)
-        if len(calls) == 5:
-            raise KeyboardInterrupt          # a user stopping a long remember_many in a notebook
-        return real(word)
-    monkeypatch.setattr(emb, "_features", interrupted)
+    def interrupted(*args):
+        calls.append(real(*args))
+        raise KeyboardInterrupt
+    monkeypatch.setattr(_kernels, "word_features", interrupted)
     with pytest.raises(KeyboardInterrupt):
         emb.embed(TEXTS)
+    assert calls and calls[0] > 0 and not emb._cache
+    monkeypatch.undo()
     np.testing.assert_array_equal(emb.embed(TEXTS), HashEmbedder().embed(TEXTS))
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import _kernels
+from ipy_memory import _kernels, _text
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
 
@@ -440,7 +440,21 @@ def test_index_terms_match_the_python_twin(words, known):
     assert runs[0] == runs[1]
     terms, counts = runs[0][0]
     assert sum(counts) == len(words) and len(set(terms)) == len(terms)
-    assert sorted(set(runs[0][3])) == sorted(runs[0][3]) == sorted(set(words) - set(known))   # each miss once
+    own = {"42"}             # an ASCII number is its own term: no call
+    assert sorted(set(runs[0][3])) == sorted(runs[0][3]) == sorted(set(words) - set(known) - own)   # each miss once
+
+
+@settings(max_examples=200, deadline=None)
+@given(words=st.lists(st.one_of(st.text(alphabet="0123456789", min_size=1, max_size=6),
+                                st.text(alphabet="光ぁ한぀ヿ䶿鿿가﫿", min_size=1, max_size=2),
+                                st.text(alphabet="ab9é٣　ﾟ", min_size=1, max_size=4)), max_size=20))
+def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call(words):
+    kernels = [_kernels.index_terms_python] + ([_kernels._speedups.index_terms] if _kernels.COMPILED else [])
+    for f in kernels:
+        cache, calls = {}, []
+        f(tuple(words), cache, lambda w: calls.append(w) or _text.index_word(w), {})
+        assert cache == {w: _text.index_word(w) for w in words}
+        assert set(calls) == {w for w in words if not (_text.is_cjk(w) or (w.isascii() and w.isdigit()))}
 
 
 @compiled
@@ -610,3 +624,62 @@ def test_word_ids_refuse_what_they_cannot_use():
         _kernels._speedups.word_ids([("a", "b")], {"a": 0, "b": 1}, ids.astype(np.int32), ids.copy())
     with pytest.raises(ValueError):
         _kernels._speedups.word_ids([("a", "b")], {"a": -1, "b": 1}, ids, ids.copy())      # not an entry
+
+
+def _features_by_definition(word: str, grams: dict, sizes: tuple) -> list[int]:
+    """The HashEmbedder's features of one word as its docstring defines them."""
+    h = _kernels.blake2b64_python("w|" + word)
+    return [h] if _text.is_cjk(word) else [h, *_kernels.gram_hashes_python(f"<{word}>", grams, sizes)]
+
+
+_NEW_WORDS = st.lists(st.text(alphabet=st.sampled_from("abzé9_光ぁ한ﾟ\u30ff\u3040\u4dbf\u9fff\uac00\uf900\ufaff\ufb00"),
+                              min_size=1, max_size=9), max_size=12)
+
+
+@settings(max_examples=250, deadline=None)
+@given(words=_NEW_WORDS, sizes=st.sampled_from([(3, 4, 5), (1,), (2, 6)]), dim=st.sampled_from([1, 7, 384]))
+def test_word_features_match_their_definition_in_both_twins(words, sizes, dim):
+    want = [_features_by_definition(w, {}, sizes) for w in words]
+    flat = np.array([f for fs in want for f in fs], np.uint64)
+    kernels = [_kernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
+    for kernel in kernels:
+        room = len(flat) + 3
+        hashes, counts = np.zeros(len(words), np.uint64), np.full(len(words), -1, np.int64)
+        slots, signs, grams = np.full(room, -1, np.int32), np.zeros(room, np.int8), {}
+        stored = kernel(words, grams, sizes, dim, hashes, counts, slots, signs)
+        assert stored == len(flat)
+        assert counts.tolist() == [len(fs) for fs in want]
+        assert hashes.tolist() == [fs[0] for fs in want]
+        assert slots[:stored].tolist() == (flat % np.uint64(dim)).astype(np.int64).tolist()
+        assert signs[:stored].tolist() == np.where(flat >> np.uint64(63), 1, -1).tolist()
+        assert (slots[stored:] == -1).all()              # nothing written past the features
+        assert grams == {g: v for w in words if not _text.is_cjk(w)
+                         for n in sizes for g, v in _gram_items(f"<{w}>", n)}
+
+
+def _gram_items(marked, n):
+    return [(marked[i:i + n], _kernels.blake2b64_python("c|" + marked[i:i + n])) for i in range(len(marked) - n + 1)]
+
+
+def test_word_features_refuse_what_they_cannot_use():
+    kernels = [_kernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
+    for kernel in kernels:
+        h, c = np.zeros(2, np.uint64), np.zeros(2, np.int64)
+        slots, signs = np.zeros(40, np.int32), np.zeros(40, np.int8)
+        with pytest.raises(ValueError):
+            kernel(["word", "other"], {}, (3,), 384, h, c, slots[:3], signs[:3])          # too little room
+        with pytest.raises(ValueError):
+            kernel(["word"], {}, (3,), 0, h, c, slots, signs)                             # no dimension
+        with pytest.raises(ValueError):
+            kernel(["word"], {}, (0,), 384, h, c, slots, signs)                           # a bad size
+        with pytest.raises(ValueError):
+            kernel(["word", "other", "third"], {}, (3,), 384, h, c, slots, signs)         # hashes one short
+        with pytest.raises(TypeError):
+            kernel(["word", 3], {}, (3,), 384, h, c, slots, signs)
+        with pytest.raises(UnicodeEncodeError):
+            kernel(["lone \ud800"], {}, (3,), 384, h, c, slots, signs)
+    if _kernels.COMPILED:
+        with pytest.raises(ValueError):       # slots and signs of other lengths
+            _kernels._speedups.word_features(["a"], {}, (3,), 384, h, c, slots, signs[:5])
+        with pytest.raises(TypeError):        # counts of the wrong type
+            _kernels._speedups.word_features(["a"], {}, (3,), 384, h, c.astype(np.int32), slots, signs)

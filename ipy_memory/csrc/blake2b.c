@@ -68,7 +68,7 @@ static void compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, 
 }
 
 /* The first 8 digest bytes of BLAKE2b-64 of data[0..n), as a little-endian integer: h[0]. */
-static uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n)
+uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n)
 {
     uint64_t h[8];
     memcpy(h, IV, sizeof h);
@@ -107,56 +107,157 @@ const char gram_hashes_doc[] = PyDoc_STR(
 "For each n in sizes and each n-character slice g of marked (in that order): grams[g], or\n"
 "blake2b64('c|' + g), which is then stored in the dict grams (_kernels.gram_hashes_python).");
 
-PyObject *gram_hashes(PyObject *self, PyObject *args)
+/* blake2b_64 of prefix (2 bytes) + the UTF-8 of text: 0, or -1 with an exception set. */
+static int prefixed_hash(const char *prefix, PyObject *text, uint64_t *out)
 {
-    PyObject *marked, *grams, *sizes;
-    if (!PyArg_ParseTuple(args, "UO!O!:gram_hashes", &marked, &PyDict_Type, &grams, &PyTuple_Type, &sizes))
-        return NULL;
+    Py_ssize_t m;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &m); /* UnicodeEncodeError for lone surrogates */
+    if (!utf8)
+        return -1;
+    uint8_t stack[128], *buf = m + 2 > (Py_ssize_t)sizeof stack ? PyMem_Malloc((size_t)m + 2) : stack;
+    if (!buf) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    buf[0] = (uint8_t)prefix[0];
+    buf[1] = (uint8_t)prefix[1];
+    memcpy(buf + 2, utf8, (size_t)m);
+    *out = blake2b_64(buf, m + 2);
+    if (buf != stack)
+        PyMem_Free(buf);
+    return 0;
+}
+
+/* Call each(hash, ctx) for the hash of every n-gram of marked, n in sizes, in that order (cached
+ * in grams): 0, or -1 with an exception set. */
+static int each_gram(PyObject *marked, PyObject *grams, PyObject *sizes, int (*each)(uint64_t, void *), void *ctx)
+{
     const Py_ssize_t len = PyUnicode_GET_LENGTH(marked);
-    PyObject *out = PyList_New(0);
-    if (!out)
-        return NULL;
-    uint8_t stack[128];
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sizes); k++) {
         const Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, k));
         if (n < 1) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_ValueError, "gram_hashes: sizes must be positive integers");
-            goto fail;
+            return -1;
         }
         for (Py_ssize_t i = 0; i + n <= len; i++) {
-            PyObject *g = PyUnicode_Substring(marked, i, i + n), *v = NULL;
+            PyObject *g = PyUnicode_Substring(marked, i, i + n);
             if (!g)
-                goto fail;
-            v = PyDict_GetItemWithError(grams, g); /* borrowed */
+                return -1;
+            PyObject *v = PyDict_GetItemWithError(grams, g); /* borrowed */
+            uint64_t h = 0;
+            int ok = v != NULL;
             if (v)
-                Py_INCREF(v);
-            else if (!PyErr_Occurred()) {
-                Py_ssize_t m;
-                const char *utf8 = PyUnicode_AsUTF8AndSize(g, &m);
-                uint8_t *buf = utf8 && m + 2 > (Py_ssize_t)sizeof stack ? PyMem_Malloc((size_t)m + 2) : stack;
-                if (utf8 && buf) {
-                    buf[0] = 'c';
-                    buf[1] = '|';
-                    memcpy(buf + 2, utf8, (size_t)m);
-                    v = PyLong_FromUnsignedLongLong(blake2b_64(buf, m + 2));
-                    if (v && PyDict_SetItem(grams, g, v) < 0)
-                        Py_CLEAR(v);
-                } else if (utf8)
-                    PyErr_NoMemory();
-                if (buf && buf != stack)
-                    PyMem_Free(buf);
+                h = PyLong_AsUnsignedLongLong(v), ok = !(h == (uint64_t)-1 && PyErr_Occurred());
+            else if (!PyErr_Occurred() && prefixed_hash("c|", g, &h) == 0) {
+                v = PyLong_FromUnsignedLongLong(h);
+                ok = v && PyDict_SetItem(grams, g, v) == 0;
+                Py_XDECREF(v);
             }
             Py_DECREF(g);
-            if (!v || PyList_Append(out, v) < 0) {
-                Py_XDECREF(v);
-                goto fail;
-            }
-            Py_DECREF(v);
+            if (!ok || each(h, ctx) < 0)
+                return -1;
         }
     }
+    return 0;
+}
+
+static int append_hash(uint64_t h, void *list)
+{
+    PyObject *v = PyLong_FromUnsignedLongLong(h);
+    const int r = v ? PyList_Append((PyObject *)list, v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+PyObject *gram_hashes(PyObject *self, PyObject *args)
+{
+    PyObject *marked, *grams, *sizes;
+    if (!PyArg_ParseTuple(args, "UO!O!:gram_hashes", &marked, &PyDict_Type, &grams, &PyTuple_Type, &sizes))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out && each_gram(marked, grams, sizes, append_hash, out) < 0)
+        Py_CLEAR(out);
     return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+}
+
+const char word_features_doc[] = PyDoc_STR(
+"word_features(words, grams, sizes, dim, hashes, counts, slots, signs) -> int\n--\n\n"
+"The HashEmbedder's features of new words (_kernels.word_features_python): for word i,\n"
+"hashes[i] = blake2b64('w|' + word) and its features, that hash followed (unless the word is a CJK\n"
+"gram) by gram_hashes('<' + word + '>', grams, sizes), stored one after another from the start of\n"
+"slots (hash % dim, int32) and signs (+1 where bit 63 is set, else -1, int8); counts[i] (int64)\n"
+"is how many. Returns the number of features stored; ValueError if slots or signs are too short.");
+
+typedef struct {
+    int32_t *slots;
+    int8_t *signs;
+    Py_ssize_t used, room;
+    uint64_t dim;
+} Features;
+
+static int store_feature(uint64_t h, void *ctx)
+{
+    Features *f = ctx;
+    if (f->used >= f->room) {
+        PyErr_SetString(PyExc_ValueError, "word_features: slots and signs are too short for the features");
+        return -1;
+    }
+    f->slots[f->used] = (int32_t)(h % f->dim);
+    f->signs[f->used++] = (h >> 63) ? 1 : -1;
+    return 0;
+}
+
+/* The first character is kana, CJK or hangul (_text.is_cjk). */
+int starts_cjk(PyObject *word)
+{
+    if (PyUnicode_GET_LENGTH(word) == 0)
+        return 0;
+    const Py_UCS4 c = PyUnicode_READ_CHAR(word, 0);
+    return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff)
+           || (c >= 0xac00 && c <= 0xd7af) || (c >= 0xf900 && c <= 0xfaff);
+}
+
+PyObject *word_features(PyObject *self, PyObject *args)
+{
+    enum { HASHES, COUNTS, SLOTS, SIGNS, N };
+    static const Spec specs[N] = {{"hashes", 1, "LQ", WRITABLE}, {"counts", 1, "lq", WRITABLE},
+                                  {"slots", 1, "i", WRITABLE},   {"signs", 1, "b", WRITABLE}};
+    PyObject *words, *grams, *sizes, *o[N];
+    Py_ssize_t dim;
+    Arg a[N];
+    if (!PyArg_ParseTuple(args, "O!O!O!nOOOO:word_features", &PyList_Type, &words, &PyDict_Type, &grams,
+                          &PyTuple_Type, &sizes, &dim, &o[HASHES], &o[COUNTS], &o[SLOTS], &o[SIGNS]))
+        return NULL;
+    if (take_all(a, o, specs, N) < 0)
+        return release(a, N, 0);
+    const Py_ssize_t n = PyList_GET_SIZE(words);
+    if (dim < 1 || LEN(a[HASHES]) < n || LEN(a[COUNTS]) < n || LEN(a[SIGNS]) != LEN(a[SLOTS])
+        || a[HASHES].view.itemsize != 8 || a[COUNTS].view.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "word_features: dim must be >= 1, hashes (uint64) and counts (int64) "
+                                          "one per word, slots and signs as long as each other");
+        return release(a, N, 0);
+    }
+    uint64_t *hashes = DATA(a[HASHES], uint64_t);
+    int64_t *counts = DATA(a[COUNTS], int64_t);
+    Features f = {DATA(a[SLOTS], int32_t), DATA(a[SIGNS], int8_t), 0, LEN(a[SLOTS]), (uint64_t)dim};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *w = PyList_GET_ITEM(words, i), *marked = NULL;
+        uint64_t h;
+        const Py_ssize_t before = f.used;
+        if (!PyUnicode_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "word_features: words must be a list of str");
+            return release(a, N, 0);
+        }
+        int ok = prefixed_hash("w|", w, &h) == 0 && store_feature(h, &f) == 0;
+        if (ok && !starts_cjk(w))
+            ok = (marked = PyUnicode_FromFormat("<%U>", w)) && each_gram(marked, grams, sizes, store_feature, &f) == 0;
+        Py_XDECREF(marked);
+        if (!ok)
+            return release(a, N, 0);
+        hashes[i] = h;
+        counts[i] = f.used - before;
+    }
+    release(a, N, 1);
+    return PyLong_FromSsize_t(f.used);
 }

@@ -300,7 +300,9 @@ PyObject *nonzero(PyObject *self, PyObject *args)
 const char index_terms_doc[] = PyDoc_STR(
 "index_terms(words, cache, miss, vocab) -> (terms, counts)\n--\n\n"
 "Each word's entry, term hash * 2 + expandable (a non-negative int below 2**64), from the dict\n"
-"`cache`, or from miss(word), which is then cached; an expandable word is the word of its term in\n"
+"`cache`, or from miss(word), which is then cached (a word new to cache that starts with a CJK\n"
+"character or is ASCII digits gets blake2b64(word) >> 1 << 1 without a call: _text.index_word's\n"
+"entry for it, and most new words are such); an expandable word is the word of its term in\n"
 "`vocab` unless one is there already; the distinct term hashes in order of first use, and how often\n"
 "each occurs (_kernels.index_terms_python).");
 
@@ -322,6 +324,25 @@ static Py_ssize_t seen_slot(const int32_t *table, uint64_t mask, const Seen *see
     return (Py_ssize_t)i;
 }
 
+/* A new word's entry: its own term, not expandable, for a CJK gram or an ASCII number (no call). */
+static PyObject *own_entry(PyObject *word, PyObject *miss)
+{
+    if (!PyUnicode_Check(word))
+        return PyObject_CallOneArg(miss, word);
+    int own = starts_cjk(word);
+    if (!own && PyUnicode_IS_ASCII(word) && PyUnicode_GET_LENGTH(word) > 0) {
+        const char *c = (const char *)PyUnicode_DATA(word);
+        own = 1;
+        for (Py_ssize_t i = 0; own && i < PyUnicode_GET_LENGTH(word); i++)
+            own = c[i] >= '0' && c[i] <= '9';
+    }
+    if (!own)
+        return PyObject_CallOneArg(miss, word);
+    Py_ssize_t n;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(word, &n);
+    return utf8 ? PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)utf8, n) >> 1 << 1) : NULL;
+}
+
 /* The cached entry of a word (asking miss(word) and caching its answer when there is none): 0, or
  * -1 with an exception set. */
 static int entry_of(PyObject *cache, PyObject *miss, PyObject *word, uint64_t *packed)
@@ -329,7 +350,7 @@ static int entry_of(PyObject *cache, PyObject *miss, PyObject *word, uint64_t *p
     PyObject *entry = PyDict_GetItemWithError(cache, word);     /* borrowed */
     if (entry)
         Py_INCREF(entry);
-    else if (PyErr_Occurred() || !(entry = PyObject_CallOneArg(miss, word)) || PyDict_SetItem(cache, word, entry) < 0) {
+    else if (PyErr_Occurred() || !(entry = own_entry(word, miss)) || PyDict_SetItem(cache, word, entry) < 0) {
         Py_XDECREF(entry);
         return -1;
     }

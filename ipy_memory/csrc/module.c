@@ -88,6 +88,7 @@ static PyMethodDef methods[] = {
     {"ascii_words", ascii_words, METH_VARARGS, ascii_words_doc},
     {"blake2b64", blake2b64, METH_O, blake2b64_doc},
     {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
+    {"word_features", word_features, METH_VARARGS, word_features_doc},
     {NULL, NULL, 0, NULL},
 };
 

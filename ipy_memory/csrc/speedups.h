@@ -62,9 +62,12 @@ KERNEL(ascii_cues)
 KERNEL(ascii_words)
 KERNEL(blake2b64)
 KERNEL(gram_hashes)
+KERNEL(word_features)
 KERNEL(crc32)
 #undef KERNEL
 void crc32_init(void);
+uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
+int starts_cjk(PyObject *word);                          /* its first character is kana, CJK or hangul */
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
 extern int crc32_fast;
 

@@ -40,9 +40,6 @@ def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
     return out
 
 
-_h64 = _kernels.blake2b64          # a feature's 64-bit hash: its 8-byte BLAKE2b digest, little-endian
-
-
 class HashEmbedder(Embedder):
     """Words + word bigrams + char 3-5-grams, stop-words dropped, log tf, signed hashing, L2-norm."""
 
@@ -69,17 +66,6 @@ class HashEmbedder(Embedder):
         self._signs = np.zeros(1024, np.int8)          # ... and its sign
         self._used = 0                                 # features stored
 
-    def _features(self, word: str) -> tuple[int, list[int]]:
-        """The word's hash and its features' hashes: the word itself and its char n-grams (an n-gram's
-        hash is cached: a new word mostly reuses n-grams of words seen before)."""
-        h = _h64("w|" + word)
-        if _text.is_cjk(word):
-            return h, [h]
-        feats = [h] + _kernels.gram_hashes(f"<{word}>", self._grams, self.char_ngrams)
-        if len(self._grams) >= self._cache_size:
-            self._grams.clear()
-        return h, feats
-
     def _lookup(self, per_text: list[tuple[str, ...]], total: int) -> tuple[np.ndarray, ...]:
         """Each word occurrence's index among the batch's distinct words, and those words' hashes,
         first features and feature counts, with the feature arrays those index (one compiled pass
@@ -98,25 +84,21 @@ class HashEmbedder(Embedder):
             return ids, self._hash[at], self._first[at], self._count[at], self._slots, self._signs
 
     def _add(self, words: list[str]) -> None:
-        """Hash and store new words (under the lock). They enter the cache only once their entries
-        and features are stored: an interrupt leaves no bad entry."""
-        hashes, firsts, counts, feats = [], [], [], []
-        for w in words:
-            h, f = self._features(w)
-            hashes.append(h)
-            firsts.append(self._used + len(feats))
-            counts.append(len(f))
-            feats.extend(f)
-        n, used = len(self._cache), self._used
+        """Hash and store new words (under the lock): each word's own hash and its char n-grams' (an
+        n-gram's hash is cached: a new word mostly reuses n-grams of words seen before), in one
+        compiled pass (`_kernels.word_features`). They enter the cache only once their entries and
+        features are stored: an interrupt leaves no bad entry."""
+        n, used, k = len(self._cache), self._used, len(self.char_ngrams)
+        room = len(words) * (1 + 3 * k) + k * sum(map(len, words))   # >= 1 + sum(len + 3 - size) a word
         self._hash, self._first, self._count = (_grown(a, n, n + len(words)) for a in (self._hash, self._first, self._count))
-        self._slots, self._signs = (_grown(a, used, used + len(feats)) for a in (self._slots, self._signs))
-        self._hash[n:n + len(words)] = hashes
-        self._first[n:n + len(words)] = firsts
-        self._count[n:n + len(words)] = counts
-        hs = np.array(feats, np.uint64)
-        self._slots[used:used + len(hs)] = hs % np.uint64(self.dim)
-        self._signs[used:used + len(hs)] = np.where(hs >> np.uint64(63), 1, -1)
-        self._used = used + len(hs)
+        self._slots, self._signs = (_grown(a, used, used + room) for a in (self._slots, self._signs))
+        counts = self._count[n:n + len(words)]
+        stored = _kernels.word_features(words, self._grams, self.char_ngrams, self.dim, self._hash[n:n + len(words)],
+                                        counts, self._slots[used:used + room], self._signs[used:used + room])
+        self._first[n:n + len(words)] = used + np.cumsum(counts) - counts
+        self._used = used + stored
+        if len(self._grams) >= self._cache_size:
+            self._grams.clear()
         self._cache.update(zip(words, range(n, n + len(words))))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
