@@ -683,3 +683,19 @@ def test_word_features_refuse_what_they_cannot_use():
             _kernels._speedups.word_features(["a"], {}, (3,), 384, h, c, slots, signs[:5])
         with pytest.raises(TypeError):        # counts of the wrong type
             _kernels._speedups.word_features(["a"], {}, (3,), 384, h, c.astype(np.int32), slots, signs)
+
+
+@compiled
+def test_hashing_a_word_keeps_no_utf8_copy_with_it():
+    """The caches keep hundreds of thousands of words: PyUnicode_AsUTF8 would attach a UTF-8 copy
+    to each non-ASCII one for its life."""
+    words = ["".join(map(chr, (0x6570 + i, 0x636e))) for i in range(3)] + ["café"]
+    sizes = [sys.getsizeof(w) for w in words]
+    k = _kernels._speedups
+    for w in words:
+        k.blake2b64(w)
+    k.index_terms(tuple(words), {}, _text.index_word, {})
+    room = 64
+    k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
+                    np.zeros(room, np.int8))
+    assert [sys.getsizeof(w) for w in words] == sizes

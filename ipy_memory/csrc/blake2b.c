@@ -95,11 +95,8 @@ PyObject *blake2b64(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "blake2b64: text must be a str");
         return NULL;
     }
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(arg, &n); /* UnicodeEncodeError for lone surrogates, as encode() */
-    if (!utf8)
-        return NULL;
-    return PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)utf8, n));
+    uint64_t h;
+    return utf8_hash("", arg, &h) == 0 ? PyLong_FromUnsignedLongLong(h) : NULL;
 }
 
 const char gram_hashes_doc[] = PyDoc_STR(
@@ -107,25 +104,35 @@ const char gram_hashes_doc[] = PyDoc_STR(
 "For each n in sizes and each n-character slice g of marked (in that order): grams[g], or\n"
 "blake2b64('c|' + g), which is then stored in the dict grams (_kernels.gram_hashes_python).");
 
-/* blake2b_64 of prefix (2 bytes) + the UTF-8 of text: 0, or -1 with an exception set. */
-static int prefixed_hash(const char *prefix, PyObject *text, uint64_t *out)
+/* blake2b_64 of prefix (0-2 bytes) + the UTF-8 of text: 0, or -1 with an exception set. An ASCII
+ * text is read where it lies; another is encoded into a temporary (PyUnicode_AsUTF8 would keep
+ * the encoding with the str for its life: the caches' keys would each carry a copy). */
+int utf8_hash(const char *prefix, PyObject *text, uint64_t *out)
 {
+    PyObject *encoded = NULL;
+    const char *utf8;
     Py_ssize_t m;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &m); /* UnicodeEncodeError for lone surrogates */
-    if (!utf8)
-        return -1;
-    uint8_t stack[128], *buf = m + 2 > (Py_ssize_t)sizeof stack ? PyMem_Malloc((size_t)m + 2) : stack;
-    if (!buf) {
-        PyErr_NoMemory();
-        return -1;
+    if (PyUnicode_IS_ASCII(text)) {
+        utf8 = (const char *)PyUnicode_DATA(text);
+        m = PyUnicode_GET_LENGTH(text);
+    } else {
+        if (!(encoded = PyUnicode_AsUTF8String(text)))  /* UnicodeEncodeError for lone surrogates */
+            return -1;
+        utf8 = PyBytes_AS_STRING(encoded);
+        m = PyBytes_GET_SIZE(encoded);
     }
-    buf[0] = (uint8_t)prefix[0];
-    buf[1] = (uint8_t)prefix[1];
-    memcpy(buf + 2, utf8, (size_t)m);
-    *out = blake2b_64(buf, m + 2);
-    if (buf != stack)
-        PyMem_Free(buf);
-    return 0;
+    const size_t p = strlen(prefix);
+    uint8_t stack[128], *buf = m + (Py_ssize_t)p > (Py_ssize_t)sizeof stack ? PyMem_Malloc((size_t)m + p) : stack;
+    if (buf) {
+        memcpy(buf, prefix, p);
+        memcpy(buf + p, utf8, (size_t)m);
+        *out = blake2b_64(buf, m + (Py_ssize_t)p);
+        if (buf != stack)
+            PyMem_Free(buf);
+    } else
+        PyErr_NoMemory();
+    Py_XDECREF(encoded);
+    return buf ? 0 : -1;
 }
 
 /* Call each(hash, ctx) for the hash of every n-gram of marked, n in sizes, in that order (cached
@@ -149,7 +156,7 @@ static int each_gram(PyObject *marked, PyObject *grams, PyObject *sizes, int (*e
             int ok = v != NULL;
             if (v)
                 h = PyLong_AsUnsignedLongLong(v), ok = !(h == (uint64_t)-1 && PyErr_Occurred());
-            else if (!PyErr_Occurred() && prefixed_hash("c|", g, &h) == 0) {
+            else if (!PyErr_Occurred() && utf8_hash("c|", g, &h) == 0) {
                 v = PyLong_FromUnsignedLongLong(h);
                 ok = v && PyDict_SetItem(grams, g, v) == 0;
                 Py_XDECREF(v);
@@ -249,7 +256,7 @@ PyObject *word_features(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "word_features: words must be a list of str");
             return release(a, N, 0);
         }
-        int ok = prefixed_hash("w|", w, &h) == 0 && store_feature(h, &f) == 0;
+        int ok = utf8_hash("w|", w, &h) == 0 && store_feature(h, &f) == 0;
         if (ok && !starts_cjk(w))
             ok = (marked = PyUnicode_FromFormat("<%U>", w)) && each_gram(marked, grams, sizes, store_feature, &f) == 0;
         Py_XDECREF(marked);

@@ -338,9 +338,8 @@ static PyObject *own_entry(PyObject *word, PyObject *miss)
     }
     if (!own)
         return PyObject_CallOneArg(miss, word);
-    Py_ssize_t n;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(word, &n);
-    return utf8 ? PyLong_FromUnsignedLongLong(blake2b_64((const uint8_t *)utf8, n) >> 1 << 1) : NULL;
+    uint64_t h;
+    return utf8_hash("", word, &h) == 0 ? PyLong_FromUnsignedLongLong(h >> 1 << 1) : NULL;
 }
 
 /* The cached entry of a word (asking miss(word) and caching its answer when there is none): 0, or

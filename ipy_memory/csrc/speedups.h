@@ -67,6 +67,7 @@ KERNEL(crc32)
 #undef KERNEL
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
+int utf8_hash(const char *prefix, PyObject *text, uint64_t *out); /* ... of prefix + text's UTF-8 */
 int starts_cjk(PyObject *word);                          /* its first character is kana, CJK or hangul */
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
 extern int crc32_fast;
