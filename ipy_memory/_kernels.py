@@ -277,6 +277,7 @@ reply_add = _speedups.reply_add if COMPILED else reply_add_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 word_ids = _speedups.word_ids if COMPILED else word_ids_python
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
+word_table_move = _speedups.word_table_move if COMPILED else None   # (the twin's cache is a dict)
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
 word_features = _speedups.word_features if COMPILED else word_features_python

@@ -115,7 +115,7 @@ _recent_words = lru_cache(maxsize=4096)(_words)
 
 # Bounded LRU caches are walked entry by entry by every full garbage collection, each entry's
 # objects read from wherever they lie: a few hundred thousand entries cost 100 ms a collection
-# when bulk inserts ran (lexical.index_terms keeps every indexed word in a plain dict instead).
+# when bulk inserts ran (lexical.index_terms keeps every indexed word in a word table of plain integers instead).
 # These serve queries and duplicate checks, whose words repeat.
 _WORD_CACHE = 1 << 15
 

@@ -319,17 +319,34 @@ class LexicalShard:
         return _lexscore.scores(self, self._structure(now), qterms, qcues)
 
 
-_WORD_TERMS: dict[str, int] = {}     # word -> _text.index_word(word)
-_WORD_TERMS_MAX = 1 << 19
+# word -> _text.index_word(word), for every word indexed: a word table (csrc/words.c: one slot per
+# word holding its key and entry side by side, a third of a dict's cache misses and memory), a dict
+# where the extension is not built. Grown by doubling; past 2^19 words it starts afresh.
+_WORD_SLOTS_MAX = 1 << 20
+_word_table: np.ndarray | dict = np.zeros(1 + 2 * 4096, np.uint64) if _kernels.COMPILED else {}
+
+
+def _word_cache() -> np.ndarray | dict:
+    global _word_table
+    table = _word_table
+    if isinstance(table, dict):
+        if len(table) > _WORD_SLOTS_MAX // 2:
+            table.clear()
+        return table
+    slots = (len(table) - 1) // 2
+    if table[0] > slots // 2:
+        grown = np.zeros(1 + 4 * slots if slots < _WORD_SLOTS_MAX else len(table), np.uint64)
+        if slots < _WORD_SLOTS_MAX:
+            _kernels.word_table_move(table, grown)
+        _word_table = table = grown
+    return table
 
 
 def index_terms(words, vocab: dict) -> tuple[list[int], list[int]]:
     """The distinct term hashes of `words` in order of first use and their counts; an expandable
-    word becomes its term's word in `vocab` unless one is there. One compiled loop over a dict of
-    every word seen (cleared past 2^19 words) instead of a cached call and a Counter per word."""
-    if len(_WORD_TERMS) > _WORD_TERMS_MAX:
-        _WORD_TERMS.clear()
-    return _kernels.index_terms(words, _WORD_TERMS, _text.index_word, vocab)
+    word becomes its term's word in `vocab` unless one is there. One compiled loop over a cache of
+    every word seen instead of a cached call and a Counter per word."""
+    return _kernels.index_terms(words, _word_cache(), _text.index_word, vocab)
 
 
 @lru_cache(maxsize=4096)

@@ -420,10 +420,21 @@ def test_hash_rows_refuse_inconsistent_arrays():
         f(ids, per, starts, lens, hashes.astype(np.int64), slots, signs, log_tf, out)
 
 
+def _word_cache_for(kernel, entries: dict | None = None):
+    """The cache each twin of index_terms takes: a word table for the compiled one, a dict for
+    the Python twin; holding `entries` (stored through the kernel itself, from a miss function)."""
+    if kernel is _kernels.index_terms_python:
+        return dict(entries or {})
+    table = np.zeros(1 + 2 * 64, np.uint64)
+    if entries:
+        kernel(tuple(entries), table, entries.__getitem__, {})
+    return table
+
+
 @compiled
 @settings(max_examples=100, deadline=None)
 @given(words=st.lists(st.sampled_from(["kelp", "tide", "net", "x1", "crab", "gull", "42", "naïve"]), max_size=150),
-       known=st.lists(st.sampled_from(["kelp", "net", "42"]), max_size=3))     # (past 64 words: a heap table)
+       known=st.lists(st.sampled_from(["kelp", "net", "x1"]), max_size=3))     # (past 64 words: a heap table)
 def test_index_terms_match_the_python_twin(words, known):
     def entry(word):         # few terms: several words share one, expandable or not
         return (sum(map(ord, word)) % 7) << 1 | word.isalpha()
@@ -433,15 +444,17 @@ def test_index_terms_match_the_python_twin(words, known):
         return entry(word)
     runs = []
     for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
-        cache = {w: entry(w) for w in known}
+        cache = _word_cache_for(f, {w: entry(w) for w in known})
         vocab, calls = {3: "preset"}, []
         out = f(tuple(words), cache, lambda w: miss(w, calls), vocab)
-        runs.append((out, cache, vocab, calls))
+        again = f(tuple(words), cache, lambda w: miss(w, calls), dict(vocab))    # every word cached now
+        runs.append((out, vocab, calls, again))
     assert runs[0] == runs[1]
     terms, counts = runs[0][0]
     assert sum(counts) == len(words) and len(set(terms)) == len(terms)
     own = {"42"}             # an ASCII number is its own term: no call
-    assert sorted(set(runs[0][3])) == sorted(runs[0][3]) == sorted(set(words) - set(known) - own)   # each miss once
+    assert sorted(set(runs[0][2])) == sorted(runs[0][2]) == sorted(set(words) - set(known) - own)   # each miss once
+    assert runs[0][3] == runs[0][0]
 
 
 @settings(max_examples=200, deadline=None)
@@ -452,8 +465,11 @@ def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call
     kernels = [_kernels.index_terms_python] + ([_kernels._speedups.index_terms] if _kernels.COMPILED else [])
     for f in kernels:
         cache, calls = {}, []
-        f(tuple(words), cache, lambda w: calls.append(w) or _text.index_word(w), {})
-        assert cache == {w: _text.index_word(w) for w in words}
+        got = f(tuple(words), _word_cache_for(f), lambda w: calls.append(w) or _text.index_word(w), {})
+        tf = {}
+        for w in words:
+            tf[_text.index_word(w) >> 1] = tf.get(_text.index_word(w) >> 1, 0) + 1
+        assert got == (list(tf), list(tf.values()))
         assert set(calls) == {w for w in words if not (_text.is_cjk(w) or (w.isascii() and w.isdigit()))}
 
 
@@ -461,30 +477,81 @@ def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call
 def test_index_terms_offer_the_first_expandable_word_of_a_term():
     for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
         vocab = {}
-        entries = {"42": 9 << 1, "kelps": 9 << 1 | 1, "kelp": 9 << 1 | 1, "net": 4 << 1 | 1}
-        assert f(("42", "kelps", "kelp", "42", "net"), dict(entries), None, vocab) == ([9, 4], [4, 1])
+        entries = {"kelps": 9 << 1 | 1, "kelp": 9 << 1 | 1, "net": 4 << 1 | 1}
+        cache = _word_cache_for(f, entries)
+        assert f(("42", "kelps", "kelp", "42", "net"), cache, None, vocab) == ([_text.index_word("42") >> 1, 9, 4],
+                                                                             [2, 2, 1])
         assert vocab == {9: "kelps", 4: "net"}
         vocab = {4: "nets"}
-        assert f(("net", "net"), dict(entries), None, vocab) == ([4], [2]) and vocab == {4: "nets"}
+        assert f(("net", "net"), cache, None, vocab) == ([4], [2]) and vocab == {4: "nets"}
 
 
 @compiled
 def test_index_terms_errors_reach_the_caller():
     f = _kernels._speedups.index_terms
+
+    def table():
+        return np.zeros(1 + 2 * 16, np.uint64)
     with pytest.raises(TypeError):
-        f(("kelp",), {}, lambda w: (5, True), {})         # an entry that is not term * 2 + expandable
+        f(("kelp",), table(), lambda w: (5, True), {})      # an entry that is not term * 2 + expandable
     with pytest.raises(TypeError):
-        f(("kelp",), {}, lambda w: -2, {})                # ... nor a negative one
+        f(("kelp",), table(), lambda w: -2, {})             # ... nor a negative one
     with pytest.raises(TypeError):
-        f(("kelp",), {}, lambda w: 1 << 64, {})           # ... nor one past 64 bits
+        f(("kelp",), table(), lambda w: 1 << 64, {})        # ... nor one past 64 bits
     with pytest.raises(ZeroDivisionError):
-        f(("kelp",), {}, lambda w: 1 / 0, {})             # the miss function's own error
+        f(("kelp",), table(), lambda w: 1 / 0, {})          # the miss function's own error
     with pytest.raises(TypeError):
-        f(5, {}, lambda w: 3, {})                          # words must be a sequence
+        f(5, table(), lambda w: 3, {})                       # words must be a sequence
     with pytest.raises(TypeError):
-        f(([1],), {}, lambda w: 3, {})                     # an unhashable word
+        f(([1],), table(), lambda w: 3, {})                  # ... of str
     with pytest.raises(TypeError):
-        f(("kelp",), [], lambda w: 3, {})                  # the cache must be a dict
+        f(("kelp",), {}, lambda w: 3, {})                    # the cache must be a word table
+    for bad in (np.zeros(1 + 2 * 12, np.uint64), np.zeros(2 * 16, np.uint64), np.zeros(3, np.uint64)):
+        with pytest.raises(ValueError):
+            f(("kelp",), bad, lambda w: 3, {})              # not 1 + 2 * a power of two >= 2
+    overfull = table()
+    overfull[0] = 17
+    with pytest.raises(ValueError):
+        f(("kelp",), overfull, lambda w: 3, {})
+
+
+@compiled
+def test_word_tables_keep_words_apart_fill_to_three_quarters_and_move():
+    f, move = _kernels._speedups.index_terms, _kernels._speedups.word_table_move
+    words = [f"w{i}" for i in range(40)] + ["é", "ωω", "\U0001f600", "e\u0301", "ab" * 9]   # every kind and length
+    entry = {w: i << 1 for i, w in enumerate(words)}
+    small = np.zeros(1 + 2 * 16, np.uint64)
+    got = f(tuple(words), small, entry.__getitem__, {})
+    assert got == ([i for i in range(len(words))], [1] * len(words))
+    assert small[0] == 12 and np.count_nonzero(small[1::2]) == 12          # stops storing at 3/4 full
+    big = np.zeros(1 + 2 * 128, np.uint64)
+    move(small, big)
+    assert big[0] == 12 and sorted(big[2::2][big[1::2] != 0].tolist()) == sorted(small[2::2][small[1::2] != 0].tolist())
+    calls = []
+    assert f(tuple(words), big, lambda w: calls.append(w) or entry[w], {}) == got
+    assert calls == words[12:]                                            # the moved ones were found
+    with pytest.raises(ValueError):
+        move(big, small)                                                  # too little room
+    with pytest.raises(ValueError):
+        move(big, big)
+
+
+def test_the_lexical_word_cache_grows_and_starts_afresh(monkeypatch):
+    from ipy_memory import lexical
+    if not _kernels.COMPILED:
+        monkeypatch.setattr(lexical, "_word_table", {})
+        monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
+        lexical.index_terms([f"word{i}" for i in range(40)], {})
+        assert len(lexical._word_cache()) == 0                            # past half of the most: cleared
+        return
+    monkeypatch.setattr(lexical, "_word_table", np.zeros(1 + 2 * 16, np.uint64))
+    monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
+    for i in range(0, 40, 4):
+        words = [f"word{j}" for j in range(i, i + 4)]
+        assert lexical.index_terms(words, {}) == ([_text.index_word(w) >> 1 for w in words], [1] * 4)
+    table = lexical._word_cache()
+    assert len(table) == 1 + 2 * 64 and table[0] == 4        # grown to the most, afresh past 32: the last 4 words
+    assert lexical.index_terms(["word1"], {}) == ([_text.index_word("word1") >> 1], [1])
 
 
 @compiled
@@ -694,7 +761,7 @@ def test_hashing_a_word_keeps_no_utf8_copy_with_it():
     k = _kernels._speedups
     for w in words:
         k.blake2b64(w)
-    k.index_terms(tuple(words), {}, _text.index_word, {})
+    k.index_terms(tuple(words), np.zeros(1 + 2 * 16, np.uint64), _text.index_word, {})
     room = 64
     k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
                     np.zeros(room, np.int8))
