@@ -165,22 +165,53 @@ def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int]
     return list(tf), list(tf.values())
 
 
-def word_ids_python(per_text: list, cache: dict, ids: np.ndarray, distinct: np.ndarray):
+def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray, distinct: np.ndarray):
     """Each word's index (ids, in order) among the distinct entries cache[word] (distinct, in the
-    order the batch first uses them) and how many those are; or, if some words are not in cache,
-    those words, each once, in the order first met (ids and distinct then hold nothing of use)."""
-    missing = [w for w in dict.fromkeys(chain.from_iterable(per_text)) if w not in cache]
-    if missing:
-        return missing
+    order the batch first uses them) and how many those are, with the words not in cache, each
+    once in the order first met: those are stored in cache with the entries first_new + their
+    place in that list."""
+    missing: list[str] = []
     local: dict[int, int] = {}
     for k, w in enumerate(chain.from_iterable(per_text)):
-        e = cache[w]
+        e = cache.get(w)
+        if e is None:
+            e = cache[w] = first_new + len(missing)
+            missing.append(w)
         at = local.get(e)
         if at is None:
             at = local[e] = len(local)
             distinct[at] = e
         ids[k] = at
-    return len(local)
+    return len(local), missing
+
+
+def word_table(slots: int = 4096) -> np.ndarray | dict:
+    """An empty word cache for index_terms / word_ids: a word table (csrc/words.c) of `slots`
+    slots (a power of two), a dict where the extension is not built."""
+    return np.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
+
+
+def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None) -> np.ndarray | dict:
+    """`table`, or one with its words and room for `more` (at most half full): doubled as often as
+    that takes; past `most` slots an empty one of `most` slots instead (a dict past most / 2 words
+    is emptied)."""
+    if isinstance(table, dict):
+        if most is not None and len(table) + more > most // 2:
+            table.clear()
+        return table
+    slots = need = (len(table) - 1) // 2
+    while int(table[0]) + more > need // 2:
+        need *= 2
+    if need == slots:
+        return table
+    if most is not None and need > most:
+        need = most
+        while more > need // 2:
+            need *= 2
+        return word_table(need)
+    grown = word_table(need)
+    _speedups.word_table_move(table, grown)
+    return grown
 
 
 def blake2b64_python(text: str) -> int:
@@ -277,7 +308,6 @@ reply_add = _speedups.reply_add if COMPILED else reply_add_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 word_ids = _speedups.word_ids if COMPILED else word_ids_python
 index_terms = _speedups.index_terms if COMPILED else index_terms_python
-word_table_move = _speedups.word_table_move if COMPILED else None   # (the twin's cache is a dict)
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
 word_features = _speedups.word_features if COMPILED else word_features_python

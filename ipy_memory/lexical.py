@@ -323,23 +323,13 @@ class LexicalShard:
 # word holding its key and entry side by side, a third of a dict's cache misses and memory), a dict
 # where the extension is not built. Grown by doubling; past 2^19 words it starts afresh.
 _WORD_SLOTS_MAX = 1 << 20
-_word_table: np.ndarray | dict = np.zeros(1 + 2 * 4096, np.uint64) if _kernels.COMPILED else {}
+_word_table = _kernels.word_table()
 
 
 def _word_cache() -> np.ndarray | dict:
     global _word_table
-    table = _word_table
-    if isinstance(table, dict):
-        if len(table) > _WORD_SLOTS_MAX // 2:
-            table.clear()
-        return table
-    slots = (len(table) - 1) // 2
-    if table[0] > slots // 2:
-        grown = np.zeros(1 + 4 * slots if slots < _WORD_SLOTS_MAX else len(table), np.uint64)
-        if slots < _WORD_SLOTS_MAX:
-            _kernels.word_table_move(table, grown)
-        _word_table = table = grown
-    return table
+    _word_table = _kernels.word_table_room(_word_table, 0, _WORD_SLOTS_MAX)
+    return _word_table
 
 
 def index_terms(words, vocab: dict) -> tuple[list[int], list[int]]:

@@ -60,7 +60,7 @@ def test_a_full_cache_and_threads_change_no_vector():
     np.testing.assert_array_equal(np.concatenate([tiny.embed(texts[i:i + 7]) for i in range(0, 125, 7)]), want)
     np.testing.assert_array_equal(tiny.embed(texts), want)           # one batch larger than the cache
     tiny.embed(["one more batch"])
-    assert len(tiny._cache) == 3 and tiny._used < 60                # the cache was emptied first
+    assert tiny._words == 3 and tiny._used < 60                     # the cache was emptied first
     shared, got, errors = HashEmbedder(cache_size=300), {}, []
 
     def run(start):
@@ -90,7 +90,7 @@ def test_an_interrupted_batch_leaves_no_bad_cache_entry(monkeypatch):
     monkeypatch.setattr(_kernels, "word_features", interrupted)
     with pytest.raises(KeyboardInterrupt):
         emb.embed(TEXTS)
-    assert calls and calls[0] > 0 and not emb._cache
+    assert calls and calls[0] > 0 and not emb._words
     monkeypatch.undo()
     np.testing.assert_array_equal(emb.embed(TEXTS), HashEmbedder().embed(TEXTS))
 
@@ -217,3 +217,12 @@ def test_base_class_rejects_bad_vectors(result, message):
 def test_base_class_normalises():
     out = _Broken(np.array([[3.0, 4.0, 0, 0]])).embed(["x"])
     np.testing.assert_allclose(out, [[0.6, 0.8, 0, 0]], atol=1e-6)
+
+
+def test_runs_of_a_large_batch_change_no_vector(monkeypatch):
+    from ipy_memory.embeddings import hashing
+    texts = TEXTS + ["", "one", " ".join(f"w{i}" for i in range(40))] + TEXTS
+    want = HashEmbedder().embed(texts)
+    monkeypatch.setattr(hashing, "_RUN_WORDS", 5)      # runs of a few texts, a long text alone
+    emb = HashEmbedder()
+    np.testing.assert_array_equal(emb.embed(texts), want)

@@ -660,37 +660,70 @@ _WORDS = st.text(alphabet="abcé光", min_size=1, max_size=3)
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(_WORDS, max_size=12).map(tuple), max_size=8), st.data())
 def test_word_ids_match_the_twin(per_text, data):
-    """The HashEmbedder's lookup: each word's index among the batch's distinct cache entries, or the
-    missing words, each once, in the order first met."""
+    """The HashEmbedder's lookup: each word's index among the batch's distinct cache entries, the
+    new words listed once each in the order first met and entered with entries from first_new on."""
     vocab = sorted({w for words in per_text for w in words})
     known = data.draw(st.sets(st.sampled_from(vocab)) if vocab else st.just(set()))
-    cache = {w: 1000 + 7 * i for i, w in enumerate(sorted(known))}
-    total = sum(map(len, per_text))
-    got, want = [], []
-    for kernel, out in ((_kernels._speedups.word_ids, got), (_kernels.word_ids_python, want)):
+    entries = {w: i for i, w in enumerate(sorted(known))}
+    total, first_new = sum(map(len, per_text)), len(entries)
+    runs = []
+    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(np.zeros(1 + 2 * 16, np.uint64), 200)),
+                          (_kernels.word_ids_python, {})):
+        if entries:                                                         # the known words, entered first
+            kernel([tuple(sorted(known))], cache, 0, np.empty(len(known), np.int64), np.empty(len(known), np.int64))
         ids, distinct = np.full(total, -5, np.int64), np.full(total, -5, np.int64)
-        r = kernel(per_text, cache, ids, distinct)
-        out.append((r, ids.tolist(), distinct[:r].tolist()) if isinstance(r, int) else (r, None, None))
-    assert got == want
-    r, ids, distinct = got[0]
-    if isinstance(r, int):                        # every word found: distinct[ids] gives its entry back
-        flat = [w for words in per_text for w in words]
-        assert [distinct[i] for i in ids] == [cache[w] for w in flat] and len(set(distinct)) == r
-    else:
-        assert r == list(dict.fromkeys(w for words in per_text for w in words if w not in cache))
+        count, new = kernel(per_text, cache, first_new, ids, distinct)
+        again = np.full(total, -5, np.int64), np.full(total, -5, np.int64)
+        runs.append((count, new, ids.tolist(), distinct[:count].tolist(), kernel(per_text, cache, 99, *again)[1]))
+    assert runs[0] == runs[1]
+    count, new, ids, distinct, new_again = runs[0]
+    flat = [w for words in per_text for w in words]
+    assert new == list(dict.fromkeys(w for w in flat if w not in known)) and new_again == []
+    entry = {**entries, **{w: first_new + i for i, w in enumerate(new)}}
+    assert [distinct[i] for i in ids] == [entry[w] for w in flat] and len(set(distinct)) == count
 
 
 @compiled
 def test_word_ids_refuse_what_they_cannot_use():
-    ids = np.zeros(2, np.int64)
+    f, ids = _kernels._speedups.word_ids, np.zeros(2, np.int64)
+
+    def table():
+        return np.zeros(1 + 2 * 16, np.uint64)
     with pytest.raises(TypeError):
-        _kernels._speedups.word_ids([["a", "b"]], {"a": 0, "b": 1}, ids, ids.copy())      # a list, not a tuple
-    with pytest.raises(ValueError):
-        _kernels._speedups.word_ids([("a", "b")], {"a": 0, "b": 1}, ids[:1], ids.copy())   # one id short
+        f([["a", "b"]], table(), 0, ids, ids.copy())             # a list, not a tuple
     with pytest.raises(TypeError):
-        _kernels._speedups.word_ids([("a", "b")], {"a": 0, "b": 1}, ids.astype(np.int32), ids.copy())
+        f([("a", 2)], table(), 0, ids, ids.copy())               # not a str
     with pytest.raises(ValueError):
-        _kernels._speedups.word_ids([("a", "b")], {"a": -1, "b": 1}, ids, ids.copy())      # not an entry
+        f([("a", "b")], table(), 0, ids[:1], ids.copy())         # one id short
+    with pytest.raises(TypeError):
+        f([("a", "b")], table(), 0, ids.astype(np.int32), ids.copy())
+    with pytest.raises(ValueError):
+        f([("a", "b")], table(), -1, ids, ids.copy())            # no entry below 0
+    full = table()
+    full[0] = 11
+    with pytest.raises(ValueError):
+        f([("a", "b")], full, 0, ids, ids.copy())                # 13 > 3/4 of 16: no room for both words
+    assert full[0] == 11 and not full[1:].any()                  # nothing stored
+    with pytest.raises(TypeError):
+        f([("a", "b")], {}, 0, ids, ids.copy())                  # the compiled one takes a word table
+
+
+def test_word_table_room_grows_keeps_words_and_starts_afresh_past_most():
+    table = _kernels.word_table(16)
+    if isinstance(table, dict):
+        table.update(a=1, b=2)
+        assert _kernels.word_table_room(table, 3) is table and len(table) == 2
+        assert _kernels.word_table_room(table, 40, most=64) == {}
+        return
+    _kernels._speedups.word_ids([("a", "b", "c")], table, 7, np.empty(3, np.int64), np.empty(3, np.int64))
+    assert _kernels.word_table_room(table, 5) is table                  # 3 + 5 <= 16 / 2
+    grown = _kernels.word_table_room(table, 6)
+    assert len(grown) == 1 + 2 * 32 and grown[0] == 3
+    _, new = _kernels._speedups.word_ids([("c", "a", "d")], grown, 10, np.empty(3, np.int64), np.empty(3, np.int64))
+    assert new == ["d"]                                                  # the moved words are found
+    assert len(_kernels.word_table_room(grown, 200)) == 1 + 2 * 512
+    fresh = _kernels.word_table_room(grown, 30, most=32)
+    assert len(fresh) == 1 + 2 * 64 and fresh[0] == 0                   # past most: empty, room for 30
 
 
 def _features_by_definition(word: str, grams: dict, sizes: tuple) -> list[int]:

@@ -255,3 +255,102 @@ PyObject *word_table_move(PyObject *self, PyObject *args)
             store(&to, from.slots[2 * i], from.slots[2 * i + 1]);
     return release(a, 2, 1);
 }
+
+/* ------------------------------------------------------------------------------ embedder's words */
+
+const char word_ids_doc[] = PyDoc_STR(
+"word_ids(per_text, table, first_new, ids, distinct) -> (count, new_words)\n--\n\n"
+"The HashEmbedder's word lookup (_kernels.word_ids_python, whose cache is a dict): per_text is a\n"
+"list of tuples of words and table a word table of their entries (ints). A word not in table is a\n"
+"new word: it is listed in new_words (each once, in the order first met) and stored in table with\n"
+"the entry first_new + its place in that list (the caller stores those entries' features). Fills\n"
+"ids (int64, one per word in order, as long as all the tuples together) with each word's index\n"
+"into distinct, and distinct (int64, as long) with the entries in the order the batch first uses\n"
+"them; count is how many. ValueError (nothing stored) unless the table has room for every word.");
+
+/* An open-addressing table entry -> local index, sized to a power of two above twice the words. */
+static int64_t local_index(int64_t *table, size_t mask, int64_t entry, int64_t *next)
+{
+    size_t at = (size_t)((uint64_t)entry * 0x9E3779B97F4A7C15ull >> 17) & mask;
+    while (table[2 * at] >= 0 && table[2 * at] != entry)
+        at = (at + 1) & mask;
+    if (table[2 * at] < 0) {
+        table[2 * at] = entry;
+        table[2 * at + 1] = (*next)++;
+    }
+    return table[2 * at + 1];
+}
+
+PyObject *word_ids(PyObject *self, PyObject *args)
+{
+    enum { TABLE, IDS, DISTINCT, N };
+    static const Spec specs[N] = {{"table", 1, "LQ", WRITABLE}, {"ids", 1, "lq", WRITABLE}, {"distinct", 1, "lq", WRITABLE}};
+    PyObject *per_text, *o[N];
+    Py_ssize_t first_new;
+    Arg a[N];
+    Table words;
+    if (!PyArg_ParseTuple(args, "O!OnOO:word_ids", &PyList_Type, &per_text, &o[TABLE], &first_new, &o[IDS],
+                          &o[DISTINCT]))
+        return NULL;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        if (!PyTuple_Check(tuple)) {
+            PyErr_SetString(PyExc_TypeError, "word_ids: per_text must be a list of tuples of words");
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(tuple, j))) {
+                PyErr_SetString(PyExc_TypeError, "word_ids: words must be str");
+                return NULL;
+            }
+        total += PyTuple_GET_SIZE(tuple);
+    }
+    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0)
+        return release(a, N, 0);
+    if (LEN(a[IDS]) != total || LEN(a[DISTINCT]) != total || a[IDS].view.itemsize != 8
+        || a[DISTINCT].view.itemsize != 8 || first_new < 0
+        || *words.count + (uint64_t)total > (words.mask + 1) / 4 * 3) {
+        PyErr_SetString(PyExc_ValueError, "word_ids: ids and distinct must be int64, one per word, first_new >= 0, "
+                                          "and the table must have room for every word (3/4 full at most)");
+        return release(a, N, 0);
+    }
+    size_t cap = 16;
+    while (cap < 2 * (size_t)total)
+        cap <<= 1;
+    int64_t *local = PyMem_Malloc(cap * 2 * sizeof(int64_t));
+    PyObject *missing = PyList_New(0), *result = NULL;
+    if (!local || !missing) {
+        if (!local)
+            PyErr_NoMemory();
+        goto done;
+    }
+    memset(local, 0xff, cap * 2 * sizeof(int64_t)); /* entry -1: free */
+    int64_t *ids = DATA(a[IDS], int64_t), *distinct = DATA(a[DISTINCT], int64_t), next = 0;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++, k++) {
+            PyObject *w = PyTuple_GET_ITEM(tuple, j);
+            const uint64_t key = word_key(w);
+            uint64_t *slot = find(&words, key);
+            if (slot[0] != key) {                /* new: stored at once, so that its next use finds it */
+                if (PyList_Append(missing, w) < 0)
+                    goto done;
+                slot[0] = key;
+                slot[1] = (uint64_t)(first_new + PyList_GET_SIZE(missing) - 1);
+                ++*words.count;
+            }
+            const int64_t before = next, at = local_index(local, cap - 1, (int64_t)slot[1], &next);
+            if (next > before)
+                distinct[at] = (int64_t)slot[1];
+            ids[k] = at;
+        }
+    }
+    result = Py_BuildValue("(LO)", (long long)next, missing);
+done:
+    Py_XDECREF(missing);
+    PyMem_Free(local);
+    release(a, N, 0);
+    return result;
+}

@@ -55,10 +55,11 @@ class HashEmbedder(Embedder):
         self._clear()
 
     def _clear(self) -> None:
-        # word -> its entry: the entry's 64-bit word hash, first feature and feature count sit in
-        # three arrays, the features of every entry in two more, so a batch gathers all of them with
-        # one index per array instead of reading tuples word by word
-        self._cache: dict[str, int] = {}
+        # word -> its entry (a word table, csrc/words.c): the entry's 64-bit word hash, first
+        # feature and feature count sit in three arrays, the features of every entry in two more,
+        # so a batch gathers all of them with one index per array instead of reading tuples word by word
+        self._table = _kernels.word_table()
+        self._words = 0                                # entries stored
         self._hash = np.zeros(256, np.uint64)
         self._first = np.zeros(256, np.int64)
         self._count = np.zeros(256, np.int64)
@@ -68,27 +69,31 @@ class HashEmbedder(Embedder):
 
     def _lookup(self, per_text: list[tuple[str, ...]], total: int) -> tuple[np.ndarray, ...]:
         """Each word occurrence's index among the batch's distinct words, and those words' hashes,
-        first features and feature counts, with the feature arrays those index (one compiled pass
-        over the words: `_kernels.word_ids`); the words not seen before are hashed and stored in one
-        numpy pass (a pass per word cost more than the hashing)."""
+        first features and feature counts, with the feature arrays those index: one compiled pass
+        over the words (`_kernels.word_ids`) that also lists and enters the new ones, whose
+        features are then computed in one more (`_add`)."""
         ids, distinct = np.empty(total, np.int64), np.empty(total, np.int64)
         with self._lock:
-            got = _kernels.word_ids(per_text, self._cache, ids, distinct)
-            if isinstance(got, list) and len(self._cache) + len(got) > self._cache_size:
-                self._clear()                        # between batches: a batch's entries stay valid
-                got = _kernels.word_ids(per_text, self._cache, ids, distinct)     # now all of them
-            if isinstance(got, list):
-                self._add(got)
-                got = _kernels.word_ids(per_text, self._cache, ids, distinct)
+            try:
+                self._table = _kernels.word_table_room(self._table, total)
+                got, new = _kernels.word_ids(per_text, self._table, self._words, ids, distinct)
+                if new and self._words + len(new) > self._cache_size:
+                    self._clear()                    # between batches: a batch's entries stay valid
+                    self._table = _kernels.word_table_room(self._table, total)
+                    got, new = _kernels.word_ids(per_text, self._table, 0, ids, distinct)     # now all of them
+                if new:
+                    self._add(new)
+            except BaseException:      # (an interrupt): entered words without features must not stay
+                self._clear()
+                raise
             at = distinct[:got]
             return ids, self._hash[at], self._first[at], self._count[at], self._slots, self._signs
 
     def _add(self, words: list[str]) -> None:
-        """Hash and store new words (under the lock): each word's own hash and its char n-grams' (an
-        n-gram's hash is cached: a new word mostly reuses n-grams of words seen before), in one
-        compiled pass (`_kernels.word_features`). They enter the cache only once their entries and
-        features are stored: an interrupt leaves no bad entry."""
-        n, used, k = len(self._cache), self._used, len(self.char_ngrams)
+        """Hash and store the features of new words, entries self._words onwards (under the lock):
+        each word's own hash and its char n-grams' (an n-gram's hash is cached: a new word mostly
+        reuses n-grams of words seen before), in one compiled pass (`_kernels.word_features`)."""
+        n, used, k = self._words, self._used, len(self.char_ngrams)
         room = len(words) * (1 + 3 * k) + k * sum(map(len, words))   # >= 1 + sum(len + 3 - size) a word
         self._hash, self._first, self._count = (_grown(a, n, n + len(words)) for a in (self._hash, self._first, self._count))
         self._slots, self._signs = (_grown(a, used, used + room) for a in (self._slots, self._signs))
@@ -97,18 +102,30 @@ class HashEmbedder(Embedder):
                                         counts, self._slots[used:used + room], self._signs[used:used + room])
         self._first[n:n + len(words)] = used + np.cumsum(counts) - counts
         self._used = used + stored
+        self._words = n + len(words)
         if len(self._grams) >= self._cache_size:
             self._grams.clear()
-        self._cache.update(zip(words, range(n, n + len(words))))
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         n = len(texts)
         per_text = [_text.words(t) for t in texts]
         per = np.fromiter(map(len, per_text), np.int64, n)
-        total = int(per.sum())
-        if not total:
-            return np.zeros((n, self.dim), np.float32)
-        ids, hashes, firsts, counts, feat_slots, feat_signs = self._lookup(per_text, total)
-        out = np.empty((n, self.dim), np.float32)
-        _kernels.hash_rows(ids, per, firsts, counts, hashes, feat_slots, feat_signs, _log_tf(int(per.max())), out)
+        out = np.zeros((n, self.dim), np.float32)
+        # in runs of at most _RUN_WORDS words (or one text): the word table keeps room for a run's
+        # words, and a huge batch would leave it that large
+        ends = np.cumsum(per)
+        start = 0
+        while start < n:
+            stop = max(int(np.searchsorted(ends, (ends[start - 1] if start else 0) + _RUN_WORDS, "right")), start + 1)
+            self._embed_run(per_text[start:stop], per[start:stop], out[start:stop])
+            start = stop
         return out
+
+    def _embed_run(self, per_text: list[tuple[str, ...]], per: np.ndarray, out: np.ndarray) -> None:
+        total = int(per.sum())
+        if total:
+            ids, hashes, firsts, counts, feat_slots, feat_signs = self._lookup(per_text, total)
+            _kernels.hash_rows(ids, per, firsts, counts, hashes, feat_slots, feat_signs, _log_tf(int(per.max())), out)
+
+
+_RUN_WORDS = 1 << 17
