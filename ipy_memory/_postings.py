@@ -32,7 +32,7 @@ class Postings:
 
     def append_many(self, hashes: list[int], slots: list[int], tfs: list[float]) -> None:
         """Add postings, in slot order and above every slot already added, as one sorted run."""
-        if not hashes:
+        if len(hashes) == 0:
             return
         h = np.asarray(hashes, np.int64)
         order = np.argsort(h, kind="stable")

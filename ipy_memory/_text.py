@@ -236,6 +236,8 @@ _CHAT_LINE = re.compile(r"^\s*(?:\[([^\]\n]{1,60})\]\s*)?(?:([^\W\d][\w .'-]{0,4
 
 def chat_parts(text: str) -> tuple[str, str, str]:
     """(timestamp, speaker, message) of a chat-log line; ('', '', text) when it does not look like one."""
+    if ":" not in text and "[" not in text:      # neither a speaker nor a timestamp: most notes skip the regex
+        return "", "", text
     m = _CHAT_LINE.match(text)
     if not m or not (m.group(1) or m.group(2)) or (m.group(2) and len(m.group(2).split()) > 3):
         return "", "", text

@@ -346,3 +346,42 @@ def test_slots_by_binary_search_while_keys_ascend_and_by_dict_after():
     assert shard.slots(asked).tolist() == [0, len(keys), -1, len(keys) - 1, 7, -1]
     assert shard._slot_of is not None and shard.slot_of[gone] == len(keys)
     assert shard.remove(int(keys[0])) and shard.slots(asked).tolist()[0] == -1 and int(keys[0]) not in shard.slot_of
+
+
+def test_document_postings_sum_each_documents_sections_in_order_of_first_appearance():
+    # the reference: a Counter per multi-section document over its sections' index terms
+    from collections import Counter
+    from ipy_memory.lexical import index_terms
+    rng, shard, key, want, order = random.Random(7), LexicalShard(Settings()), 0, {}, []
+    batches = []
+    for b in range(4):
+        rows = []
+        for d in range(5):
+            n, doc = rng.randint(1, 4), f"d{b}-{d}"
+            for i in range(n):
+                key += 1
+                rows.append(NodeRow(key, doc, i, n, "", " ".join(rng.choices(WORDS, k=rng.randint(0, 9))), "s1",
+                                    float(key), 0.5, None))
+        batches.append(rows)
+    late = NodeRow(key + 1, "d0-0", 9, 9, "", "otter otter kelp", "s1", 1e4, 0.5, None)   # an earlier document's
+    batches.append([NodeRow(key + 2, "new", 0, 2, "", "kelp reef", "s1", 1e4, 0.5, None),
+                    NodeRow(key + 3, "new", 1, 2, "", "reef", "s1", 1e4, 0.5, None), late])
+    for rows in batches:
+        shard.add(rows)
+        for r in rows:
+            if r.doc_nodes > 1:
+                terms, counts = index_terms(_text.surface_words(r.body), {})
+                want.setdefault(r.document_id, Counter()).update(dict(zip(terms, counts)))
+    got = shard.doc_post.arrays()
+    for doc, tf in want.items():
+        ds = shard.doc_slot_of[doc]
+        assert shard.doc_len.view[ds] == sum(tf.values())
+        mine = {int(h): float(got["tfs"][got["off"][i]:got["off"][i + 1]][got["slots"][got["off"][i]:got["off"][i + 1]] == ds].sum())
+                for i, h in enumerate(got["h"]) if ds in got["slots"][got["off"][i]:got["off"][i + 1]]}
+        assert mine == {h: float(c) for h, c in tf.items() if c}, doc
+    assert shard.total_doc_len == sum(sum(tf.values()) for tf in want.values())
+    kelp = _text.term_hash("kelp")            # a term's documents in the order they came in, not by slot
+    i = int(np.searchsorted(got["h"], kelp))
+    assert got["h"][i] == kelp
+    assert got["slots"][got["off"][i]:got["off"][i + 1]][-2:].tolist() == [shard.doc_slot_of["new"], shard.doc_slot_of["d0-0"]]
+    assert shard.doc_slot_of["new"] > shard.doc_slot_of["d0-0"]

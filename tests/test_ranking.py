@@ -127,6 +127,20 @@ def test_question_marks():
     assert _text.question_marks("No question here.") == 0
 
 
+@pytest.mark.parametrize("text, parts", [
+    ("[2023-05-08 13:56] Alice: we moved the pier", ("2023-05-08 13:56", "Alice", "we moved the pier")),
+    ("Bob: fine", ("", "Bob", "fine")), ("[1:56 pm on 8 May, 2023] ok then", ("1:56 pm on 8 May, 2023", "", "ok then")),
+    ("note: the gate code changed", ("", "note", "the gate code changed")),
+    ("a speaker of far too many words: no", ("", "", "a speaker of far too many words: no")),
+    ("plain note without either mark", ("", "", "plain note without either mark")), ("", ("", "", "")),
+    ("  [ts]  Ana :  hi\nthere", ("ts", "Ana", "hi\nthere"))])
+def test_chat_parts(text, parts):
+    assert _text.chat_parts(text) == parts
+    m = _text._CHAT_LINE.match(text)          # the shortcut for texts without ':' or '[' agrees with the regex
+    assert parts == (("", "", text) if not (m.group(1) or m.group(2)) or len((m.group(2) or "").split()) > 3
+                     else ((m.group(1) or "").strip(), (m.group(2) or "").strip(), m.group(3)))
+
+
 @pytest.mark.parametrize("discount", [None, 0.0], ids=["discount", "no-discount"])
 def test_message_ending_with_a_question_is_not_an_answer(tmp_path, discount):
     s = Settings() if discount is None else Settings().with_(question_discount=discount)
