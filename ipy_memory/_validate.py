@@ -25,7 +25,7 @@ def text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) ->
         raise InvalidArgument(f"{what} is empty: pass some text")
     if "\x00" in value:
         raise InvalidArgument(f"{what} contains a NUL byte (\\x00): remove it")
-    if _LONE_SURROGATE.search(value):
+    if not value.isascii() and _LONE_SURROGATE.search(value):      # (isascii: a flag, no scan)
         raise InvalidArgument(f"{what} contains a lone surrogate (invalid Unicode): "
                               "decode bytes with errors='replace' first")
     if len(value) > max_chars:
@@ -92,7 +92,7 @@ def name(value: Any, what: str) -> str:
         raise InvalidArgument(f"{what} must be a non-empty str, got {value!r}")
     if len(value) > 256:
         raise InvalidArgument(f"{what} is longer than 256 characters")
-    if _NAME_BAD.search(value) or _LONE_SURROGATE.search(value):
+    if _NAME_BAD.search(value) or not value.isascii() and _LONE_SURROGATE.search(value):
         raise InvalidArgument(f"{what} contains control characters or NUL: use plain text")
     if value.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:[\\/]", value):
         raise InvalidArgument(f"{what} {value!r} looks like an absolute path: use a name such as 'myproject'")
@@ -135,6 +135,6 @@ def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded) > 100_000:
         raise InvalidArgument("metadata is larger than 100 kB once encoded as JSON")
-    if _LONE_SURROGATE.search(encoded) or "\\u0000" in encoded:
+    if not encoded.isascii() and _LONE_SURROGATE.search(encoded) or "\\u0000" in encoded:
         raise InvalidArgument("metadata contains NUL or lone surrogates")
     return value, encoded
