@@ -330,6 +330,17 @@ class Shards:
             self._add_vectors(shard.vec, keys)
         shard.lex_dirty = shard.vec_dirty = True
 
+    def take_own(self, added: list[tuple[int, str]], own: dict) -> None:
+        """The (key, space) adds this engine is writing, from `own`, before their commit: the caller
+        has made sure nothing else changed (BatchWriter.flush_beside_indexing) and unloads the
+        spaces if the commit fails."""
+        self._apply_own([(0, "add", key, space) for key, space in added], own)
+
+    def unload(self, spaces) -> None:
+        """Forget these spaces' in-memory indexes (not their files): the next use loads them again."""
+        for space in spaces:
+            self.loaded.pop(space, None)
+
     def _apply_own(self, changes: list[tuple], own: dict) -> None:
         """Adds this engine wrote and nothing else did meanwhile: the rows `_apply_adds` would read
         back, in the same order (a batch's keys ascend with its documents and their sections)."""

@@ -41,6 +41,18 @@ class Task:
             raise self._error
         return self._value
 
+    def finish(self) -> None:
+        """Wait until the call has ended, an interrupt included (raised once it has): for a call that
+        shares something, a connection in a transaction, with the waiting thread's next step."""
+        interrupted = None
+        while not self._done.is_set():
+            try:
+                self._done.wait()
+            except BaseException as exc:  # noqa: BLE001  (raised below, once the call is over)
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
+
 
 class Worker:
     """A one-thread executor: `submit(fn, *args, **kwargs)` queues a call and returns its `Task`."""

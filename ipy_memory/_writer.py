@@ -15,10 +15,44 @@ from .lexical import NodeRow
 from .models import Memory, RememberResult
 from .store import encode_rows
 from ._topk import unique
+from ._threads import Worker
 
 DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
             "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
             "expires_at, tier, metadata")
+
+
+# A batch of at least this many sections inserts them from a second thread while the indexes take
+# them: one INSERT ... SELECT FROM json_each(?) per table runs in SQLite without the GIL, where
+# executemany takes it back for every row (and so gets next to nothing done beside busy Python).
+OVERLAP_MIN_NODES = 256
+_INSERTER = Worker("ipy_memory-insert")
+_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+_NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
+_NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
+              f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(?)")
+_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(?1)"
+_CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(?)"
+_json_sql: bool | None = None        # whether this process's SQLite has the JSON functions and ->> (3.38)
+
+
+def _json_inserts(db) -> bool:
+    global _json_sql
+    if _json_sql is None:
+        try:
+            _json_sql = db.execute("SELECT '[[7]]' ->> '$[0][0]'").fetchone()[0] == 7
+        except Exception:  # noqa: BLE001  (sqlite3.OperationalError: no JSON or no ->>)
+            _json_sql = False
+    return _json_sql
+
+
+def _insert_sections(db, nodes: str, keys: str, vecs: bytes, width: int, changes: str) -> int:
+    """What flush inserts after the documents, as three statements; the last change's seq. (The
+    caller encodes: each time this thread wants the GIL back it may wait a switch interval.)"""
+    db.execute(_NODES_SQL, (nodes,))
+    db.execute(_VECTORS_SQL, (keys, vecs, width))
+    db.execute(_CHANGES_SQL, (changes,))
+    return db.execute("SELECT max(seq) FROM changes").fetchone()[0]
 
 
 def memory_row(row) -> Memory:
@@ -183,6 +217,7 @@ class BatchWriter:
                                    "COALESCE((SELECT max(key) FROM nodes), 0)").fetchone()
         self.next_key = max(self.next_key) + 1
         self.redactions = 0
+        self.indexed = False     # whether the indexes took the batch before its commit (flush_beside_indexing)
 
     def _existing(self, preps: list[Prepared]) -> dict[tuple[str, str], tuple]:
         wanted: dict[str, set[str]] = {}
@@ -201,7 +236,7 @@ class BatchWriter:
                     found.setdefault((space, row[-1]), row[:-1])
         return found
 
-    def write(self, preps: list[Prepared]) -> list[RememberResult]:
+    def write(self, preps: list[Prepared], flush: bool = True) -> list[RememberResult]:
         existing, seen, results = self._existing(preps), {}, []
         # every vector of the batch in float16 at once: as stored, and as the index keeps it
         half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps else None
@@ -231,7 +266,8 @@ class BatchWriter:
             self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
-        self.flush()
+        if flush:
+            self.flush()
         return results
 
     def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
@@ -281,3 +317,29 @@ class BatchWriter:
             db.execute("INSERT INTO meta VALUES ('redactions', ?) ON CONFLICT(key) DO UPDATE SET "
                        "value = CAST(value AS INTEGER) + excluded.value", (self.redactions,))
         self.docs, self.nodes, self.vecs, self.changes, self.redactions = [], [], [], [], 0
+
+    def flush_beside_indexing(self, shards) -> int | None:
+        """flush(), with a large batch's sections inserted by a second thread while the indexes take
+        them here (`shards`: what Shards.sync would do with `written` after the commit). Returns the
+        last change's seq, or None when it only flushed: a small batch, a replacement, changes the
+        indexes have not seen, no JSON in this SQLite. If this raises or the commit fails, the
+        caller unloads the indexes of the batch's spaces (`indexed`): they hold uncommitted rows."""
+        db = self.db
+        widths = {len(b) for _, b in self.vecs}
+        if (len(self.nodes) < OVERLAP_MIN_NODES or len(self.written) != len(self.nodes) or len(widths) != 1
+                or shards.checks.pending or not _json_inserts(db)
+                or db.execute("SELECT COALESCE(max(seq), 0) FROM changes").fetchone()[0] != shards.seq):
+            self.flush()
+            return None
+        nodes, vecs, changes = self.nodes, self.vecs, self.changes
+        self.nodes, self.vecs, self.changes = [], [], []
+        self.flush()                  # the documents (parents of the nodes; exact float binds) and meta
+        task = _INSERTER.submit(_insert_sections, db, _JSON.encode(nodes), _JSON.encode([k for k, _ in vecs]),
+                                b"".join(b for _, b in vecs), widths.pop(), _JSON.encode(changes))
+        self.indexed = True
+        try:
+            shards.take_own(changes, self.written)
+        finally:
+            task.finish()             # (the connection is the thread's until then)
+        return task.result()
+

@@ -205,11 +205,21 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
             if not p.force:
                 self.shards.get(p.space)
-        with self.store.write() as db:
-            writer = BatchWriter(self, db, now)
-            results = writer.write(preps)
-            self._flush_embed_cache(db)
-        self.shards.sync(force=True, own=writer.written)
+        writer = None
+        try:
+            with self.store.write() as db:
+                writer = BatchWriter(self, db, now)
+                results = writer.write(preps, flush=False)
+                self._flush_embed_cache(db)
+                seq = writer.flush_beside_indexing(self.shards)
+        except BaseException:
+            if writer is not None and writer.indexed:      # they hold rows that were never committed
+                self.shards.unload({p.space for p in preps})
+            raise
+        if seq is None:
+            self.shards.sync(force=True, own=writer.written)
+        else:
+            self.shards.seq = seq
         self._maybe_purge(now)
         return results
 

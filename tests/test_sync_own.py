@@ -1,14 +1,17 @@
 """An engine's own writes reach its indexes without being read back from SQLite (Shards._apply_own),
 and leave them exactly as the read-back path does; anything another engine wrote meanwhile, or a
-replacement, sends the batch through the read-back path."""
+replacement, sends the batch through the read-back path. A large batch's sections are inserted by a
+second thread while the indexes take them (BatchWriter.flush_beside_indexing): the same rows, the
+same indexes, and nothing left in either when the insert, the indexing or the commit fails."""
 
 import contextlib
+import sqlite3
 
 import numpy as np
 import pytest
 
-from ipy_memory import MemoryEngine, Settings
-from ipy_memory import _shards
+from ipy_memory import MemoryEngine, Settings, StorageError
+from ipy_memory import _shards, _writer
 
 HYBRID = Settings().with_(vector_weight_hash=0.5)      # the vectors are loaded (and kept up to date) too
 
@@ -49,6 +52,17 @@ def spy(monkeypatch):
     return used
 
 
+@pytest.fixture(params=["serial", "overlapped"])
+def inserts(request, monkeypatch):
+    """Which path batches take (every batch overlaps with a 1-section minimum); lists the overlapped ones."""
+    class Used(list):
+        mode = request.param
+    used, real = Used(), _writer._insert_sections
+    monkeypatch.setattr(_writer, "_insert_sections", lambda *a: used.append(1) or real(*a))
+    monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", 1 if request.param == "overlapped" else 10**9)
+    return used
+
+
 def rebuilt(path, clock, hot="hot"):
     """The same store's indexes rebuilt from SQLite (no snapshot)."""
     for f in (path / "index").glob("*"):
@@ -60,7 +74,7 @@ def rebuilt(path, clock, hot="hot"):
 
 
 @pytest.mark.parametrize("hot", ["hot", "fresh"])     # "fresh": new documents keep int8 vectors
-def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock, hot):
+def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock, hot, inserts):
     with MemoryEngine(tmp_path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
         mem.shards.hot_tier = lambda: hot
         mem.recall("kelp")                            # indexes loaded: writes keep them up to date
@@ -69,6 +83,7 @@ def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock, hot
             clock[0] += 5
         mem.remember("a single note about kelp and gulls")   # the duplicate check's path
         assert spy == [mem.shards] * 5
+        assert len(inserts) == (5 if inserts.mode == "overlapped" else 0)
         state = index_state(mem)
         hits = [h.id for h in mem.recall("kelp tide net")]
     assert len(state[1]["low_keys" if hot == "fresh" else "hot_keys"]) > 150
@@ -80,7 +95,7 @@ def test_own_writes_index_exactly_as_reading_them_back(tmp_path, spy, clock, hot
         other.close()
 
 
-def test_writes_of_another_engine_or_a_replacement_are_read_back(tmp_path, spy, clock):
+def test_writes_of_another_engine_or_a_replacement_are_read_back(tmp_path, spy, clock, inserts):
     with MemoryEngine(tmp_path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem, \
             MemoryEngine(tmp_path, project="p", session="s2", clock=lambda: clock[0]) as writer:
         mem.recall("kelp")
@@ -98,8 +113,10 @@ def test_writes_of_another_engine_or_a_replacement_are_read_back(tmp_path, spy, 
         mem.remember("the boat net is blue", force=True)
         mem.store.write = real_write
         assert spy.count(mem.shards) == 1                         # both read back
+        assert len(inserts) == (2 if inserts.mode == "overlapped" else 0)    # the first one's and the other's
         mem.remember("the harbour pier lamp is red", replace=first)
         assert spy.count(mem.shards) == 1                         # a replacement deletes nodes
+        assert len(inserts) == (2 if inserts.mode == "overlapped" else 0)
         texts = {h.text for h in mem.recall("kelp boat net harbour pier lamp", limit=10)}
         assert {"the other kernel wrote about kelp", "the boat net is blue", "the harbour pier lamp is red"} <= texts
         assert "the harbour pier lamp is green" not in texts
@@ -110,3 +127,83 @@ def test_writes_of_another_engine_or_a_replacement_are_read_back(tmp_path, spy, 
         assert sorted(lex["keys"][lex["alive"]].tolist()) == sorted(state[0]["keys"][state[0]["alive"]].tolist())
     finally:
         other.close()
+
+
+def _stored(mem):
+    q = mem.store.query
+    return (q("SELECT count(*) FROM documents")[0][0], q("SELECT count(*) FROM nodes")[0][0],
+            q("SELECT count(*) FROM vectors")[0][0], q("SELECT count(*), COALESCE(max(seq), 0) FROM changes")[0])
+
+
+def test_overlapped_batches_store_the_rows_the_serial_path_stores(tmp_path, monkeypatch, clock):
+    odd = ['quote " backslash \\ tab\t and a line\u2028separator', "emoji 🦦 and 中文 text", "ctrl \x01 char"]
+    items = [dict(i, content=f"{i['content']} {odd[n % 3]}") for n, i in enumerate(next(batches()))]
+    items.append({"content": "# A\n## B\ndeep section\n### C\ndeeper", "metadata": {"k": ["é", None, 1.5]}})
+    rows = {}
+    for mode, minimum in (("serial", 10**9), ("overlapped", 1)):
+        monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", minimum)
+        with MemoryEngine(tmp_path / mode, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
+            mem.recall("kelp")
+            mem.remember_many(items)
+            q = mem.store.query
+            docs = {d: i for i, (d,) in enumerate(q("SELECT id FROM documents ORDER BY id"))}
+            rows[mode] = (
+                [(docs[r[0]], *r[1:]) for r in q("SELECT document_id, key, ord, parent_ord, depth, path, title, body, "
+                                                  "metadata, content_hash, typeof(parent_ord), typeof(body), "
+                                                  "typeof(metadata), typeof(ord) FROM nodes ORDER BY key")],
+                q("SELECT node_key, vec FROM vectors ORDER BY node_key"),
+                q("SELECT seq, op, node_key, space FROM changes ORDER BY seq"),
+                q("SELECT title, content, content_hash, importance, metadata, expires_at - created_at FROM documents "
+                  "ORDER BY id"), mem.shards.seq, index_state(mem), [h.text for h in mem.recall("kelp tide 中文")])
+    serial, overlapped = rows["serial"], rows["overlapped"]
+    assert len(serial[0]) > 40 and serial[:5] == overlapped[:5]
+    for state in (serial[5][0], overlapped[5][0]):
+        assert len(state.pop("doc_ids")) == len(serial[3])     # (time-ordered ids: each store its own)
+    same(serial[5], overlapped[5])
+    assert serial[6] == overlapped[6]
+
+
+@pytest.mark.parametrize("fails", ["insert", "indexing", "commit"])
+def test_a_failed_overlapped_batch_leaves_nothing_in_the_store_or_the_indexes(tmp_path, monkeypatch, clock, fails):
+    monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", 1)
+    with MemoryEngine(tmp_path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
+        mem.remember_many([{"content": f"old note {i} about kelp", "force": True} for i in range(20)])
+        mem.recall("kelp")
+        before, hits = _stored(mem), [h.id for h in mem.recall("kelp note")]
+        real_insert, real_take = _writer._insert_sections, _shards.Shards.take_own
+
+        def insert(*a):
+            seq = real_insert(*a)
+            if fails == "insert":
+                raise sqlite3.OperationalError("disk I/O error")
+            return seq
+
+        def take(self, *a):
+            real_take(self, *a)               # the indexes hold the batch ...
+            if fails == "indexing":
+                raise KeyboardInterrupt       # ... when the interrupt comes
+
+        real_write = mem.store.write
+
+        @contextlib.contextmanager
+        def failing_commit():
+            with real_write() as db:
+                yield db
+                db.execute("CREATE TABLE documents (x)")      # fails: the transaction rolls back
+        monkeypatch.setattr(_writer, "_insert_sections", insert)
+        monkeypatch.setattr(_shards.Shards, "take_own", take)
+        if fails == "commit":
+            mem.store.write = failing_commit
+        batch = [{"content": f"lost walrus note {i}", "force": True} for i in range(30)]
+        with pytest.raises(KeyboardInterrupt if fails == "indexing" else StorageError):
+            mem.remember_many(batch)
+        mem.store.write = real_write
+        assert "project:p" not in mem.shards.loaded               # unloaded: it held the lost rows
+        assert _stored(mem) == before and mem.shards.seq == before[3][1]
+        assert not any("walrus" in h.text for h in mem.recall("walrus", limit=50).hits)
+        assert [h.id for h in mem.recall("kelp note")] == hits
+        monkeypatch.setattr(_writer, "_insert_sections", real_insert)
+        monkeypatch.setattr(_shards.Shards, "take_own", real_take)
+        mem.remember_many(batch)                                  # the connection and the indexes work on
+        assert sum("walrus" in h.text for h in mem.recall("walrus", limit=50).hits) == 30
+        assert _stored(mem)[0] == before[0] + 30

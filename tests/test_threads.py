@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+import time
 
 import pytest
 
@@ -41,3 +42,24 @@ def test_a_forked_child_starts_its_own_thread():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def test_finish_waits_for_the_call_through_an_interrupt():
+    ended, sent = [], threading.Event()
+
+    def interrupt():
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        sent.set()
+
+    def call():
+        sent.wait()              # the interrupt is on its way to the waiting thread before this ends
+        time.sleep(0.2)
+        ended.append(1)
+        return "done"
+    task = Worker("test-finish").submit(call)
+    threading.Timer(0.05, interrupt).start()
+    with pytest.raises(KeyboardInterrupt):
+        task.finish()            # interrupted: it still waits for the call's end, then raises
+    assert ended and task.done()
+    task.finish()                # done: returns at once (the value is result()'s)
+    assert task.result() == "done"
