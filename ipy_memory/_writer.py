@@ -31,6 +31,9 @@ _JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
 _NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
               f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(?)")
+_DOCS_SQL = ("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
+             "importance, metadata, created_at, updated_at, accessed_at, expires_at) SELECT "
+             + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(?1)")
 _VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(?1)"
 _CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(?)"
 _json_sql: bool | None = None        # whether this process's SQLite has the JSON functions and ->> (3.38)
@@ -40,15 +43,26 @@ def _json_inserts(db) -> bool:
     global _json_sql
     if _json_sql is None:
         try:
-            _json_sql = db.execute("SELECT '[[7]]' ->> '$[0][0]'").fetchone()[0] == 7
+            _json_sql = db.execute("SELECT value ->> 0 FROM json_each('[[7]]')").fetchone()[0] == 7
         except Exception:  # noqa: BLE001  (sqlite3.OperationalError: no JSON or no ->>)
             _json_sql = False
     return _json_sql
 
 
-def _insert_sections(db, nodes: str, keys: str, vecs: bytes, width: int, changes: str) -> int:
-    """What flush inserts after the documents, as three statements; the last change's seq. (The
-    caller encodes: each time this thread wants the GIL back it may wait a switch interval.)"""
+def _exact_in_json(db, values: set[float]) -> bool:
+    """Whether SQLite reads each of these floats back from JSON as the same double (its own
+    text-to-float conversion is not correctly rounded everywhere): a batch has only a few."""
+    values = sorted(values)
+    return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (_JSON.encode(values),))] == values
+
+
+def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, vecs: bytes, width: int,
+                     changes: str) -> int:
+    """What flush inserts (the documents unless done already) as one statement a table; the last
+    change's seq. (The caller encodes: each time this thread wants the GIL back it may wait a
+    switch interval.)"""
+    if docs is not None:
+        db.execute(_DOCS_SQL, (docs, now))
     db.execute(_NODES_SQL, (nodes,))
     db.execute(_VECTORS_SQL, (keys, vecs, width))
     db.execute(_CHANGES_SQL, (changes,))
@@ -331,11 +345,19 @@ class BatchWriter:
                 or db.execute("SELECT COALESCE(max(seq), 0) FROM changes").fetchone()[0] != shards.seq):
             self.flush()
             return None
-        nodes, vecs, changes = self.nodes, self.vecs, self.changes
+        docs, nodes, vecs, changes = self.docs, self.nodes, self.vecs, self.changes
         self.nodes, self.vecs, self.changes = [], [], []
-        self.flush()                  # the documents (parents of the nodes; exact float binds) and meta
-        task = _INSERTER.submit(_insert_sections, db, _JSON.encode(nodes), _JSON.encode([k for k, _ in vecs]),
-                                b"".join(b for _, b in vecs), widths.pop(), _JSON.encode(changes))
+        # documents: created, updated and accessed are `now` (bound); importance and expiry pass
+        # through JSON if SQLite reads them back exactly, else they are inserted here with binds
+        if docs and all(d[11] == d[12] == d[13] == self.now for d in docs) and _exact_in_json(
+                db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
+            self.docs, docs = [], _JSON.encode([d[:11] + d[14:] for d in docs])
+        else:
+            docs = None
+        self.flush()                  # what is left: documents with binds (parents of the nodes), meta
+        task = _INSERTER.submit(_insert_sections, db, docs, self.now, _JSON.encode(nodes),
+                                _JSON.encode([k for k, _ in vecs]), b"".join(b for _, b in vecs), widths.pop(),
+                                _JSON.encode(changes))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)

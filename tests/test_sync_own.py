@@ -139,9 +139,15 @@ def test_overlapped_batches_store_the_rows_the_serial_path_stores(tmp_path, monk
     odd = ['quote " backslash \\ tab\t and a line\u2028separator', "emoji 🦦 and 中文 text", "ctrl \x01 char"]
     items = [dict(i, content=f"{i['content']} {odd[n % 3]}") for n, i in enumerate(next(batches()))]
     items.append({"content": "# A\n## B\ndeep section\n### C\ndeeper", "metadata": {"k": ["é", None, 1.5]}})
-    rows = {}
-    for mode, minimum in (("serial", 10**9), ("overlapped", 1)):
+    items += [{"content": f"odd float {i}", "importance": x, "ttl": 1e5 / 7 * (i + 1)}
+              for i, x in enumerate([0.1 + 0.2, 1 / 3, 5e-324, 1.0, 0.0])]
+    rows, paths, real_exact, real_insert = {}, [], _writer._exact_in_json, _writer._insert_sections
+    for mode, minimum, exact in (("serial", 10**9, real_exact), ("overlapped", 1, real_exact),
+                                 ("overlapped, documents bound", 1, lambda db, values: False)):
         monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", minimum)
+        monkeypatch.setattr(_writer, "_exact_in_json", exact)
+        monkeypatch.setattr(_writer, "_insert_sections", lambda db, docs, *a: paths.append((mode, docs is not None))
+                            or real_insert(db, docs, *a))
         with MemoryEngine(tmp_path / mode, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
             mem.recall("kelp")
             mem.remember_many(items)
@@ -153,14 +159,18 @@ def test_overlapped_batches_store_the_rows_the_serial_path_stores(tmp_path, monk
                                                   "typeof(metadata), typeof(ord) FROM nodes ORDER BY key")],
                 q("SELECT node_key, vec FROM vectors ORDER BY node_key"),
                 q("SELECT seq, op, node_key, space FROM changes ORDER BY seq"),
-                q("SELECT title, content, content_hash, importance, metadata, expires_at - created_at FROM documents "
-                  "ORDER BY id"), mem.shards.seq, index_state(mem), [h.text for h in mem.recall("kelp tide 中文")])
-    serial, overlapped = rows["serial"], rows["overlapped"]
-    assert len(serial[0]) > 40 and serial[:5] == overlapped[:5]
-    for state in (serial[5][0], overlapped[5][0]):
-        assert len(state.pop("doc_ids")) == len(serial[3])     # (time-ordered ids: each store its own)
-    same(serial[5], overlapped[5])
-    assert serial[6] == overlapped[6]
+                q("SELECT title, content, content_hash, importance, metadata, created_at, updated_at, accessed_at, "
+                  "expires_at, typeof(importance), typeof(metadata), typeof(expires_at) FROM documents ORDER BY id"),
+                mem.shards.seq, index_state(mem), [h.text for h in mem.recall("kelp tide 中文")])
+    assert paths == [("overlapped", True), ("overlapped, documents bound", False)]   # documents in JSON, or not
+    serial = rows.pop("serial")
+    assert len(serial[0]) > 40 and {r[3] for r in serial[3]} >= {0.1 + 0.2, 1 / 3, 5e-324}
+    for mode, other in rows.items():
+        assert serial[:5] == other[:5], mode
+        for state in (serial[5][0], other[5][0]):
+            assert len(state.pop("doc_ids", serial[3])) == len(serial[3])   # (time-ordered ids: each store its own)
+        same(serial[5], other[5])
+        assert serial[6] == other[6]
 
 
 @pytest.mark.parametrize("fails", ["insert", "indexing", "commit"])
