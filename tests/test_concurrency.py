@@ -3,9 +3,10 @@
 Four worker processes (plain subprocesses running WORKER below) share one data dir and project.
 Each stores N memories (single `remember` calls and `remember_many` batches, in the project and
 global scopes), forgets some of its own and some recalled from other workers, and recalls other
-workers' memories while they are being written. Then every worker waits for the others and
-recalls every memory the others acknowledged (all must be found) and every forgotten one (none
-may be found). The parent checks SQLite, a freshly opened engine and a long-lived engine (open
+workers' memories while they are being written; two of them insert every write from a second
+thread beside their indexing (BatchWriter.flush_beside_indexing). Then every worker waits for the
+others and recalls every memory the others acknowledged (all must be found) and every forgotten
+one (none may be found). The parent checks SQLite, a freshly opened engine and a long-lived engine (open
 since before the workers started) after its next recall.
 
 Default N is small (fast); `pytest --heavy` runs N = 5,000 per process.
@@ -48,6 +49,10 @@ WORKER = textwrap.dedent(r'''
         if i % 7 == 0:   # some Markdown with sections too
             return f"# Note {token(w, i)}\n\n{words}\n\n## Detail\n\nmore about {token(w, i)}: {words[::-1]}"
         return f"Memory {token(w, i)} from worker {w}: {words}."
+
+    if w % 2 == 0:   # half the kernels insert every write from a second thread beside their indexing
+        import ipy_memory._writer as _writer
+        _writer.OVERLAP_MIN_NODES = 1
 
     eng = MemoryEngine(data_dir, project="shared", session=f"w{w}",
                        settings=Settings(exact_threshold=exact, hnsw_tail=max(exact // 2, 50), vector_weight_hash=0.3, vector_index="hnsw"))
