@@ -272,7 +272,7 @@ class Shards:
             return
         self.seq = changes[-1][0]
         if own and all(op == "add" and key in own for _, op, key, _ in changes):
-            self._apply_own(changes, own)
+            self._apply_own([(key, space) for _, _, key, space in changes], own)
             return
         adds: dict[str, list[int]] = {}
         expiry: dict[str, list[int]] = {}
@@ -334,18 +334,18 @@ class Shards:
         """The (key, space) adds this engine is writing, from `own`, before their commit: the caller
         has made sure nothing else changed (BatchWriter.flush_beside_indexing) and unloads the
         spaces if the commit fails."""
-        self._apply_own([(0, "add", key, space) for key, space in added], own)
+        self._apply_own(added, own)
 
     def unload(self, spaces) -> None:
         """Forget these spaces' in-memory indexes (not their files): the next use loads them again."""
         for space in spaces:
             self.loaded.pop(space, None)
 
-    def _apply_own(self, changes: list[tuple], own: dict) -> None:
+    def _apply_own(self, added: list[tuple[int, str]], own: dict) -> None:
         """Adds this engine wrote and nothing else did meanwhile: the rows `_apply_adds` would read
         back, in the same order (a batch's keys ascend with its documents and their sections)."""
         by_space: dict[str, list[int]] = {}
-        for _, _, key, space in changes:
+        for key, space in added:
             if space in self.loaded:
                 by_space.setdefault(space, []).append(key)
         cold = self.hot_tier() != "hot"             # a new document is in tier 'hot'

@@ -117,8 +117,9 @@ def metadata(value: Any) -> dict | None:
 
 
 @cache
-def _metadata_encoder():
-    """One encoder for all metadata: json.dumps with options builds a new one per call (2x the cost)."""
+def json_encoder():
+    """One encoder for all stored JSON (metadata, the writer's batches): json.dumps with options
+    builds a new one per call (2x the cost)."""
     import json
     return json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
@@ -130,7 +131,7 @@ def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
     if not isinstance(value, dict):
         raise InvalidArgument(f"metadata must be a dict, not {type(value).__name__}")
     try:
-        encoded = _metadata_encoder().encode(value)
+        encoded = json_encoder().encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded) > 100_000:

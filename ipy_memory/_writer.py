@@ -9,6 +9,7 @@ from itertools import accumulate
 import numpy as np
 
 from . import _text
+from ._validate import json_encoder
 from ._ingest import Prepared
 from .errors import NotFound
 from .lexical import NodeRow
@@ -27,7 +28,6 @@ DOC_COLS = ("id, title, content, scope, project, session, space, kind, importanc
 # executemany takes it back for every row (and so gets next to nothing done beside busy Python).
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
-_JSON = json.JSONEncoder(ensure_ascii=False, check_circular=False)
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
 _NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
               f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(?)")
@@ -53,7 +53,7 @@ def _exact_in_json(db, values: set[float]) -> bool:
     """Whether SQLite reads each of these floats back from JSON as the same double (its own
     text-to-float conversion is not correctly rounded everywhere): a batch has only a few."""
     values = sorted(values)
-    return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (_JSON.encode(values),))] == values
+    return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (json_encoder().encode(values),))] == values
 
 
 def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, vecs: bytes, width: int,
@@ -250,7 +250,8 @@ class BatchWriter:
                     found.setdefault((space, row[-1]), row[:-1])
         return found
 
-    def write(self, preps: list[Prepared], flush: bool = True) -> list[RememberResult]:
+    def write(self, preps: list[Prepared]) -> list[RememberResult]:
+        """The batch's rows, held for flush_beside_indexing (a replacement flushes what precedes it)."""
         existing, seen, results = self._existing(preps), {}, []
         # every vector of the batch in float16 at once: as stored, and as the index keeps it
         half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps else None
@@ -280,8 +281,6 @@ class BatchWriter:
             self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
-        if flush:
-            self.flush()
         return results
 
     def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
@@ -342,22 +341,22 @@ class BatchWriter:
         widths = {len(b) for _, b in self.vecs}
         if (len(self.nodes) < OVERLAP_MIN_NODES or len(self.written) != len(self.nodes) or len(widths) != 1
                 or shards.checks.pending or not _json_inserts(db)
-                or db.execute("SELECT COALESCE(max(seq), 0) FROM changes").fetchone()[0] != shards.seq):
+                or self.e.store.max_seq() != shards.seq):
             self.flush()
             return None
         docs, nodes, vecs, changes = self.docs, self.nodes, self.vecs, self.changes
         self.nodes, self.vecs, self.changes = [], [], []
-        # documents: created, updated and accessed are `now` (bound); importance and expiry pass
-        # through JSON if SQLite reads them back exactly, else they are inserted here with binds
-        if docs and all(d[11] == d[12] == d[13] == self.now for d in docs) and _exact_in_json(
-                db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
-            self.docs, docs = [], _JSON.encode([d[:11] + d[14:] for d in docs])
+        # documents (rows as _document makes them): created, updated and accessed (11-13) are `now`,
+        # bound; importance (9) and expiry (14) pass through JSON if SQLite reads them back exactly,
+        # else the documents are inserted here with binds
+        encode = json_encoder().encode
+        if docs and _exact_in_json(db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
+            self.docs, docs = [], encode([d[:11] + d[14:] for d in docs])
         else:
             docs = None
         self.flush()                  # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.submit(_insert_sections, db, docs, self.now, _JSON.encode(nodes),
-                                _JSON.encode([k for k, _ in vecs]), b"".join(b for _, b in vecs), widths.pop(),
-                                _JSON.encode(changes))
+        task = _INSERTER.submit(_insert_sections, db, docs, self.now, encode(nodes), encode([k for k, _ in vecs]),
+                                b"".join(b for _, b in vecs), widths.pop(), encode(changes))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)

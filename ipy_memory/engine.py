@@ -209,7 +209,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         try:
             with self.store.write() as db:
                 writer = BatchWriter(self, db, now)
-                results = writer.write(preps, flush=False)
+                results = writer.write(preps)
                 self._flush_embed_cache(db)
                 seq = writer.flush_beside_indexing(self.shards)
         except BaseException:
