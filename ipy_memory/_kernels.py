@@ -146,23 +146,32 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
     out[:] = acc.reshape(n, dim)
 
 
-def index_terms_python(words, cache: dict, miss, vocab: dict) -> tuple[list[int], list[int]]:
-    """Each word's entry, term hash * 2 + expandable, from `cache`, or from miss(word), which is
-    then cached (a word that starts with a CJK character or is ASCII digits gets its own term,
-    not expandable, without the call: what _text.index_word gives it); an expandable word is the word of its term in `vocab` unless one is there already;
-    the distinct term hashes in order of first use, and how often each occurs. (One int per word,
-    not a tuple: a dict of ints is no work for the garbage collector, a dict of tuples is.)"""
-    tf: dict[int, int] = {}
-    for word in words:
-        entry = cache.get(word)
-        if entry is None:
-            own = isinstance(word, str) and (_starts_cjk(word) or (word.isascii() and word.isdigit()))
-            entry = cache[word] = blake2b64_python(word) >> 1 << 1 if own else miss(word)
-        term = entry >> 1
-        if entry & 1 and term not in vocab:
-            vocab[term] = word
-        tf[term] = tf.get(term, 0) + 1
-    return list(tf), list(tf.values())
+def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, terms: np.ndarray, counts: np.ndarray,
+                       distinct: np.ndarray) -> int:
+    """Each text's distinct term hashes in order of first use (into terms) and how often each
+    occurs (counts), text after text, and how many each text has (distinct); returns how many
+    terms it wrote. A word's entry, term hash * 2 + expandable, comes from `cache`, or from
+    miss(word), which is then cached (a word that starts with a CJK character or is ASCII digits
+    gets its own term, not expandable, without the call: what _text.index_word gives it); an
+    expandable word is the word of its term in `vocab` unless one is there already. (One int per
+    word, not a tuple: a dict of ints is no work for the garbage collector, a dict of tuples is.)"""
+    out = 0
+    for t, words in enumerate(per_text):
+        tf: dict[int, int] = {}
+        for word in words:
+            entry = cache.get(word)
+            if entry is None:
+                own = isinstance(word, str) and (_starts_cjk(word) or (word.isascii() and word.isdigit()))
+                entry = cache[word] = blake2b64_python(word) >> 1 << 1 if own else miss(word)
+            term = entry >> 1
+            if entry & 1 and term not in vocab:
+                vocab[term] = word
+            tf[term] = tf.get(term, 0) + 1
+        terms[out:out + len(tf)] = list(tf)
+        counts[out:out + len(tf)] = list(tf.values())
+        distinct[t] = len(tf)
+        out += len(tf)
+    return out
 
 
 def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray, distinct: np.ndarray):
@@ -186,7 +195,7 @@ def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray
 
 
 def word_table(slots: int = 4096) -> np.ndarray | dict:
-    """An empty word cache for index_terms / word_ids: a word table (csrc/words.c) of `slots`
+    """An empty word cache for index_batch / word_ids: a word table (csrc/words.c) of `slots`
     slots (a power of two), a dict where the extension is not built."""
     return np.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
 
@@ -307,7 +316,7 @@ neighbours = _speedups.neighbours if COMPILED else neighbours_numpy
 reply_add = _speedups.reply_add if COMPILED else reply_add_numpy
 hash_rows = _speedups.hash_rows if COMPILED else hash_rows_numpy
 word_ids = _speedups.word_ids if COMPILED else word_ids_python
-index_terms = _speedups.index_terms if COMPILED else index_terms_python
+index_batch = _speedups.index_batch if COMPILED else index_batch_python
 blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
 word_features = _speedups.word_features if COMPILED else word_features_python

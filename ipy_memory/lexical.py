@@ -185,11 +185,13 @@ class LexicalShard:
             return      # (the cached Structure stays: _structure extends it to the new slots)
         base = self.keys.size
         slots = range(base, base + len(rows))
-        lengths, cues, docs, prev, nxt = [], [], [], [], []
+        words = [_text.surface_words(r.body) for r in rows]
+        terms, counts, distinct = index_batch(words, self._vocab)    # (the vocabulary gains their new words)
+        lengths = [len(ws) for ws in words]
+        cues, docs, prev, ranks = [], [], [], []
         new_docs: list[bool] = []                  # whether each document new to the shard has several nodes
-        body, titles = ([], [], []), ([], [])      # postings of the batch: term hashes, slots, tfs
-        multi = ([], [], [])                       # terms of multi-section documents' nodes: terms, counts, docs
-        doc_rank: dict[int, int] = {}              # ... those documents in order of first appearance
+        titles = ([], [])                          # heading and speaker postings: term hashes, slots
+        doc_rank: dict[int, int] = {}              # multi-section documents in order of first appearance
         for slot, r in zip(slots, rows):
             if self._slot_of is not None:
                 self._slot_of[r.key] = slot
@@ -200,21 +202,12 @@ class LexicalShard:
                     self._doc_at[ds] = r.document_id
                 new_docs.append(r.doc_nodes > 1)
             docs.append(ds)
-            _, speaker, message = _text.chat_parts(r.body)
-            ws = _text.surface_words(r.body)
-            terms, counts = index_terms(ws, self._vocab)    # (the vocabulary gains the text's new words)
-            body[0].extend(terms)
-            body[1].extend([slot] * len(terms))
-            body[2].extend(counts)
+            ranks.append(doc_rank.setdefault(ds, len(doc_rank)) if r.doc_nodes > 1 else -1)
             # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02)
+            _, speaker, message = _text.chat_parts(r.body)
             named = _named_terms(f"{r.title} {speaker}")
             titles[0].extend(named)
             titles[1].extend([slot] * len(named))
-            if r.doc_nodes > 1:
-                multi[0].extend(terms)
-                multi[1].extend(counts)
-                multi[2].extend([doc_rank.setdefault(ds, len(doc_rank))] * len(terms))
-            lengths.append(len(ws))
             cues.append(_text.answer_cues(message) | _text.question_marks(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
             link = -1
@@ -226,7 +219,6 @@ class LexicalShard:
                     link = last[0]
                 self._thread_last[r.session] = (slot, r.created_at)
             prev.append(link)
-            nxt.append(-1)
         self.doc_len.extend(np.zeros(len(new_docs)))
         self.doc_multi.extend(new_docs)
         self.doc_live.extend(np.zeros(len(new_docs)))
@@ -234,14 +226,14 @@ class LexicalShard:
         self.n_docs += len(new_docs)
         np.add.at(self.doc_live.view, docs, 1)
         np.add.at(self.doc_text.view, [d for d, n in zip(docs, lengths) if n], 1)
-        self.post.append_many(*body)
+        self.post.append_many(terms, np.repeat(np.arange(base, base + len(rows), dtype=np.int32), distinct), counts)
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])
         self.doc.extend(docs)
         self.length.extend(lengths)
         self.alive.extend([True] * len(rows))
         self.prev.extend(prev)
-        self.next.extend(nxt)
+        self.next.extend([-1] * len(rows))
         self.cues.extend(cues)
         self.created.extend([r.created_at for r in rows])
         self.importance.extend([r.importance for r in rows])
@@ -250,15 +242,16 @@ class LexicalShard:
         for slot, link in zip(slots, prev):
             if link >= 0:
                 nx[link] = slot
-        if multi[0]:
-            self._add_doc_terms(*multi, np.fromiter(doc_rank, np.int64, len(doc_rank)))
+        rank = np.repeat(np.asarray(ranks, np.int64), distinct)      # the terms of multi-section documents' nodes
+        if (multi := rank >= 0).any():
+            self._add_doc_terms(terms[multi], counts[multi], rank[multi], np.fromiter(doc_rank, np.int64, len(doc_rank)))
         self.n_alive += len(rows)
         self.total_len += sum(lengths)
 
-    def _add_doc_terms(self, terms: list, counts: list, ranks: list, doc_slots: np.ndarray) -> None:
+    def _add_doc_terms(self, t: np.ndarray, counts: np.ndarray, rank: np.ndarray, doc_slots: np.ndarray) -> None:
         """A batch's multi-section document postings: each (document, term)'s counts summed, the
         documents of a term in order of first appearance (numpy instead of a Counter per node)."""
-        t, c, rank = np.asarray(terms, np.int64), np.asarray(counts, np.int64), np.asarray(ranks, np.int64)
+        c = counts.astype(np.int64)
         order = np.lexsort((rank, t))                   # by term, then document (both stable)
         t, c, rank = t[order], c[order], rank[order]
         first = np.flatnonzero(np.r_[True, (t[1:] != t[:-1]) | (rank[1:] != rank[:-1])])
@@ -333,17 +326,27 @@ _WORD_SLOTS_MAX = 1 << 20
 _word_table = _kernels.word_table()
 
 
-def _word_cache() -> np.ndarray | dict:
+def _word_cache(more: int) -> np.ndarray | dict:
     global _word_table
-    _word_table = _kernels.word_table_room(_word_table, 0, _WORD_SLOTS_MAX)
+    _word_table = _kernels.word_table_room(_word_table, more, _WORD_SLOTS_MAX)
     return _word_table
 
 
+def index_batch(per_text: list[tuple[str, ...]], vocab: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each text's distinct term hashes in order of first use, text after text (int64), how often
+    each occurs (int32), and how many each text has; an expandable word becomes its term's word in
+    `vocab` unless one is there. One compiled pass over a batch and a cache of every word seen,
+    instead of a cached call and a Counter per word."""
+    total = sum(map(len, per_text))
+    terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
+    n = _kernels.index_batch(per_text, _word_cache(total), _text.index_word, vocab, terms, counts, distinct)
+    return terms[:n], counts[:n], distinct
+
+
 def index_terms(words, vocab: dict) -> tuple[list[int], list[int]]:
-    """The distinct term hashes of `words` in order of first use and their counts; an expandable
-    word becomes its term's word in `vocab` unless one is there. One compiled loop over a cache of
-    every word seen instead of a cached call and a Counter per word."""
-    return _kernels.index_terms(words, _word_cache(), _text.index_word, vocab)
+    """index_batch of one text: its distinct term hashes and their counts, as lists."""
+    terms, counts, _ = index_batch([tuple(words)], vocab)
+    return terms.tolist(), counts.tolist()
 
 
 @lru_cache(maxsize=4096)

@@ -421,14 +421,29 @@ def test_hash_rows_refuse_inconsistent_arrays():
 
 
 def _word_cache_for(kernel, entries: dict | None = None):
-    """The cache each twin of index_terms takes: a word table for the compiled one, a dict for
+    """The cache each twin of index_batch takes: a word table for the compiled one, a dict for
     the Python twin; holding `entries` (stored through the kernel itself, from a miss function)."""
-    if kernel is _kernels.index_terms_python:
+    if kernel is _kernels.index_batch_python:
         return dict(entries or {})
     table = np.zeros(1 + 2 * 64, np.uint64)
     if entries:
-        kernel(tuple(entries), table, entries.__getitem__, {})
+        _batch(kernel, [tuple(entries)], table, entries.__getitem__, {})
     return table
+
+
+def _batch(kernel, per_text, cache, miss, vocab):
+    """kernel (a twin of index_batch) over per_text: [(terms, counts)] a text, as lists."""
+    total = sum(map(len, per_text))
+    terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
+    n = kernel(per_text, cache, miss, vocab, terms, counts, distinct)
+    assert n == distinct.sum()
+    ends = np.cumsum(distinct)
+    return [(terms[e - d:e].tolist(), counts[e - d:e].tolist()) for d, e in zip(distinct, ends)]
+
+
+def _one(kernel, words, cache, miss, vocab):
+    """kernel over one text: (terms, counts)."""
+    return _batch(kernel, [tuple(words)], cache, miss, vocab)[0]
 
 
 @compiled
@@ -443,11 +458,11 @@ def test_index_terms_match_the_python_twin(words, known):
         calls.append(word)
         return entry(word)
     runs = []
-    for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
+    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
         cache = _word_cache_for(f, {w: entry(w) for w in known})
         vocab, calls = {3: "preset"}, []
-        out = f(tuple(words), cache, lambda w: miss(w, calls), vocab)
-        again = f(tuple(words), cache, lambda w: miss(w, calls), dict(vocab))    # every word cached now
+        out = _one(f, tuple(words), cache, lambda w: miss(w, calls), vocab)
+        again = _one(f, tuple(words), cache, lambda w: miss(w, calls), dict(vocab))    # every word cached now
         runs.append((out, vocab, calls, again))
     assert runs[0] == runs[1]
     terms, counts = runs[0][0]
@@ -462,10 +477,10 @@ def test_index_terms_match_the_python_twin(words, known):
                                 st.text(alphabet="光ぁ한぀ヿ䶿鿿가﫿", min_size=1, max_size=2),
                                 st.text(alphabet="ab9é٣　ﾟ", min_size=1, max_size=4)), max_size=20))
 def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call(words):
-    kernels = [_kernels.index_terms_python] + ([_kernels._speedups.index_terms] if _kernels.COMPILED else [])
+    kernels = [_kernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
     for f in kernels:
         cache, calls = {}, []
-        got = f(tuple(words), _word_cache_for(f), lambda w: calls.append(w) or _text.index_word(w), {})
+        got = _one(f, tuple(words), _word_cache_for(f), lambda w: calls.append(w) or _text.index_word(w), {})
         tf = {}
         for w in words:
             tf[_text.index_word(w) >> 1] = tf.get(_text.index_word(w) >> 1, 0) + 1
@@ -473,62 +488,97 @@ def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call
         assert set(calls) == {w for w in words if not (_text.is_cjk(w) or (w.isascii() and w.isdigit()))}
 
 
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(["kelp", "kelps", "tide", "net", "x1", "42", "光ぁ", "naïve"]),
+                               max_size=70), max_size=6),
+       known=st.lists(st.sampled_from(["kelp", "net", "x1"]), max_size=3))
+def test_a_batch_gives_each_text_what_it_gives_alone(texts, known):
+    """Terms and counts of each text, the vocabulary's words and the misses (each new word once) as
+    if the texts came one by one; the compiled kernel as its twin."""
+    def entry(word):
+        return (sum(map(ord, word)) % 5) << 1 | word.isalpha()
+    runs = []
+    kernels = [_kernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
+    for f in kernels:
+        for together in (True, False):
+            cache = _word_cache_for(f, {w: entry(w) for w in known})
+            vocab, calls = {}, []
+
+            def miss(w):
+                calls.append(w)
+                return entry(w)
+            per_text = [tuple(t) for t in texts]
+            got = (_batch(f, per_text, cache, miss, vocab) if together
+                   else [_one(f, t, cache, miss, vocab) for t in per_text])
+            runs.append((got, vocab, calls))
+    assert all(run == runs[0] for run in runs)
+    assert len(runs[0][2]) == len(set(runs[0][2]))
+
+
 @compiled
 def test_index_terms_offer_the_first_expandable_word_of_a_term():
-    for f in (_kernels._speedups.index_terms, _kernels.index_terms_python):
+    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
         vocab = {}
         entries = {"kelps": 9 << 1 | 1, "kelp": 9 << 1 | 1, "net": 4 << 1 | 1}
         cache = _word_cache_for(f, entries)
-        assert f(("42", "kelps", "kelp", "42", "net"), cache, None, vocab) == ([_text.index_word("42") >> 1, 9, 4],
+        assert _one(f, ("42", "kelps", "kelp", "42", "net"), cache, None, vocab) == ([_text.index_word("42") >> 1, 9, 4],
                                                                              [2, 2, 1])
         assert vocab == {9: "kelps", 4: "net"}
         vocab = {4: "nets"}
-        assert f(("net", "net"), cache, None, vocab) == ([4], [2]) and vocab == {4: "nets"}
+        assert _one(f, ("net", "net"), cache, None, vocab) == ([4], [2]) and vocab == {4: "nets"}
 
 
 @compiled
 def test_index_terms_errors_reach_the_caller():
-    f = _kernels._speedups.index_terms
+    f = _kernels._speedups.index_batch
 
     def table():
         return np.zeros(1 + 2 * 16, np.uint64)
     with pytest.raises(TypeError):
-        f(("kelp",), table(), lambda w: (5, True), {})      # an entry that is not term * 2 + expandable
+        _one(f, ("kelp",), table(), lambda w: (5, True), {})      # an entry that is not term * 2 + expandable
     with pytest.raises(TypeError):
-        f(("kelp",), table(), lambda w: -2, {})             # ... nor a negative one
+        _one(f, ("kelp",), table(), lambda w: -2, {})             # ... nor a negative one
     with pytest.raises(TypeError):
-        f(("kelp",), table(), lambda w: 1 << 64, {})        # ... nor one past 64 bits
+        _one(f, ("kelp",), table(), lambda w: 1 << 64, {})        # ... nor one past 64 bits
     with pytest.raises(ZeroDivisionError):
-        f(("kelp",), table(), lambda w: 1 / 0, {})          # the miss function's own error
+        _one(f, ("kelp",), table(), lambda w: 1 / 0, {})          # the miss function's own error
     with pytest.raises(TypeError):
-        f(5, table(), lambda w: 3, {})                       # words must be a sequence
+        _batch(f, ("kelp",), table(), lambda w: 3, {})            # per_text must be a list
     with pytest.raises(TypeError):
-        f(([1],), table(), lambda w: 3, {})                  # ... of str
+        _batch(f, [["kelp"]], table(), lambda w: 3, {})           # ... of tuples
     with pytest.raises(TypeError):
-        f(("kelp",), {}, lambda w: 3, {})                    # the cache must be a word table
+        _one(f, ([1],), table(), lambda w: 3, {})                  # ... of str
+    room = (np.empty(2, np.int64), np.empty(2, np.int32), np.empty(1, np.int64))
+    for i, short in enumerate((np.empty(1, np.int64), np.empty(1, np.int32), np.empty(2, np.int64))):
+        with pytest.raises(ValueError):                            # room for every word, a count per text
+            f([("kelp", "tide")], table(), lambda w: 3, {}, *room[:i], short, *room[i + 1:])
+    with pytest.raises(TypeError):
+        f([("kelp", "tide")], table(), lambda w: 3, {}, room[0], room[0], room[2])   # counts are int32
+    with pytest.raises(TypeError):
+        _one(f, ("kelp",), {}, lambda w: 3, {})                    # the cache must be a word table
     for bad in (np.zeros(1 + 2 * 12, np.uint64), np.zeros(2 * 16, np.uint64), np.zeros(3, np.uint64)):
         with pytest.raises(ValueError):
-            f(("kelp",), bad, lambda w: 3, {})              # not 1 + 2 * a power of two >= 2
+            _one(f, ("kelp",), bad, lambda w: 3, {})              # not 1 + 2 * a power of two >= 2
     overfull = table()
     overfull[0] = 17
     with pytest.raises(ValueError):
-        f(("kelp",), overfull, lambda w: 3, {})
+        _one(f, ("kelp",), overfull, lambda w: 3, {})
 
 
 @compiled
 def test_word_tables_keep_words_apart_fill_to_three_quarters_and_move():
-    f, move = _kernels._speedups.index_terms, _kernels._speedups.word_table_move
+    f, move = _kernels._speedups.index_batch, _kernels._speedups.word_table_move
     words = [f"w{i}" for i in range(40)] + ["é", "ωω", "\U0001f600", "e\u0301", "ab" * 9]   # every kind and length
     entry = {w: i << 1 for i, w in enumerate(words)}
     small = np.zeros(1 + 2 * 16, np.uint64)
-    got = f(tuple(words), small, entry.__getitem__, {})
+    got = _one(f, tuple(words), small, entry.__getitem__, {})
     assert got == ([i for i in range(len(words))], [1] * len(words))
     assert small[0] == 12 and np.count_nonzero(small[1::2]) == 12          # stops storing at 3/4 full
     big = np.zeros(1 + 2 * 128, np.uint64)
     move(small, big)
     assert big[0] == 12 and sorted(big[2::2][big[1::2] != 0].tolist()) == sorted(small[2::2][small[1::2] != 0].tolist())
     calls = []
-    assert f(tuple(words), big, lambda w: calls.append(w) or entry[w], {}) == got
+    assert _one(f, tuple(words), big, lambda w: calls.append(w) or entry[w], {}) == got
     assert calls == words[12:]                                            # the moved ones were found
     with pytest.raises(ValueError):
         move(big, small)                                                  # too little room
@@ -542,15 +592,16 @@ def test_the_lexical_word_cache_grows_and_starts_afresh(monkeypatch):
         monkeypatch.setattr(lexical, "_word_table", {})
         monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
         lexical.index_terms([f"word{i}" for i in range(40)], {})
-        assert len(lexical._word_cache()) == 0                            # past half of the most: cleared
+        assert len(lexical._word_cache(0)) == 0                           # past half of the most: cleared
         return
     monkeypatch.setattr(lexical, "_word_table", np.zeros(1 + 2 * 16, np.uint64))
     monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
     for i in range(0, 40, 4):
         words = [f"word{j}" for j in range(i, i + 4)]
         assert lexical.index_terms(words, {}) == ([_text.index_word(w) >> 1 for w in words], [1] * 4)
-    table = lexical._word_cache()
-    assert len(table) == 1 + 2 * 64 and table[0] == 4        # grown to the most, afresh past 32: the last 4 words
+    table = lexical._word_cache(0)
+    # grown to the most, afresh when a batch would take it past 32 words: the last two batches' 8 words
+    assert len(table) == 1 + 2 * 64 and table[0] == 8
     assert lexical.index_terms(["word1"], {}) == ([_text.index_word("word1") >> 1], [1])
 
 
@@ -794,7 +845,7 @@ def test_hashing_a_word_keeps_no_utf8_copy_with_it():
     k = _kernels._speedups
     for w in words:
         k.blake2b64(w)
-    k.index_terms(tuple(words), np.zeros(1 + 2 * 16, np.uint64), _text.index_word, {})
+    _one(k.index_batch, words, np.zeros(1 + 2 * 16, np.uint64), _text.index_word, {})
     room = 64
     k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
                     np.zeros(room, np.int8))

@@ -83,7 +83,7 @@ static PyMethodDef methods[] = {
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
     {"word_ids", word_ids, METH_VARARGS, word_ids_doc},
-    {"index_terms", index_terms, METH_VARARGS, index_terms_doc},
+    {"index_batch", index_batch, METH_VARARGS, index_batch_doc},
     {"word_table_move", word_table_move, METH_VARARGS, word_table_move_doc},
     {"ascii_cues", ascii_cues, METH_O, ascii_cues_doc},
     {"ascii_words", ascii_words, METH_VARARGS, ascii_words_doc},

@@ -78,26 +78,48 @@ static void store(const Table *t, uint64_t key, uint64_t value)
     }
 }
 
+/* per_text (a list of tuples of str) checked: its number of words and the longest tuple's. 0, or -1
+ * with a TypeError naming kernel. */
+static int count_words(PyObject *per_text, const char *kernel, Py_ssize_t *total, Py_ssize_t *longest)
+{
+    *total = *longest = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        if (!PyTuple_Check(tuple)) {
+            PyErr_Format(PyExc_TypeError, "%s: per_text must be a list of tuples of words", kernel);
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(tuple, j))) {
+                PyErr_Format(PyExc_TypeError, "%s: words must be str", kernel);
+                return -1;
+            }
+        *total += PyTuple_GET_SIZE(tuple);
+        *longest = Py_MAX(*longest, PyTuple_GET_SIZE(tuple));
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------ indexing words */
 
-const char index_terms_doc[] = PyDoc_STR(
-"index_terms(words, table, miss, vocab) -> (terms, counts)\n--\n\n"
-"Each word's entry, term hash * 2 + expandable (a non-negative int below 2**64), from the word\n"
+const char index_batch_doc[] = PyDoc_STR(
+"index_batch(per_text, table, miss, vocab, terms, counts, distinct) -> postings\n--\n\n"
+"The index terms of a batch of texts (per_text: a list of tuples of words), text by text: each\n"
+"word's entry, term hash * 2 + expandable (a non-negative int below 2**64), comes from the word\n"
 "table (see words.c; lexical._word_table), or from miss(word), which is then stored there (a word\n"
 "that starts with a CJK character or is ASCII digits gets blake2b64(word) >> 1 << 1 without a\n"
-"call: _text.index_word's entry for it, and most new words are such); an expandable word is the\n"
-"word of its term in `vocab` unless one is there already; the distinct term hashes in order of\n"
-"first use, and how often each occurs (_kernels.index_terms_python, whose cache is a dict).");
+"call: _text.index_word's entry for it, and most new words are such); an expandable word is the word of its term in `vocab` unless one is there already. Writes\n"
+"each text's distinct term hashes in order of first use to terms (int64) and how often each occurs\n"
+"to counts (int32), text after text, and each text's number of distinct terms to distinct (int64,\n"
+"one per text); returns how many terms it wrote (terms and counts need room for every word).\n"
+"(_kernels.index_batch_python, whose cache is a dict.)");
 
 /* A text's distinct terms, in order of first use, found through an open-addressing table of
- * their positions (a dict of Python ints per text cost more than the words' cache lookups). */
+ * their positions. */
 typedef struct {
     uint64_t term;
-    long count;
     int expanded; /* an expandable word of this term has been offered to vocab */
 } Seen;
-
-#define SMALL_TEXT 64   /* words whose tables fit on the stack */
 
 static Py_ssize_t seen_slot(const int32_t *table, uint64_t mask, const Seen *seen, uint64_t term)
 {
@@ -131,104 +153,100 @@ static int new_entry(PyObject *word, PyObject *miss, uint64_t *packed)
     const int bad = *packed == (uint64_t)-1 && (!PyLong_Check(entry) || PyErr_Occurred());
     Py_DECREF(entry);
     if (bad) {                     /* (replaces an OverflowError for a negative or too large int) */
-        PyErr_SetString(PyExc_TypeError, "index_terms: entries must be term hash * 2 + expandable, "
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "index_batch: entries must be term hash * 2 + expandable, "
                                          "a non-negative int below 2**64");
         return -1;
     }
     return 0;
 }
 
-PyObject *index_terms(PyObject *self, PyObject *args)
+/* Offer word to vocab as its term's word unless the term has one. 0, or -1 with an exception set. */
+static int offer(PyObject *vocab, uint64_t term, PyObject *word)
 {
-    static const Spec spec = {"table", 1, "LQ", WRITABLE};
-    PyObject *words, *table_obj, *miss, *vocab;
-    if (!PyArg_ParseTuple(args, "OOOO!:index_terms", &words, &table_obj, &miss, &PyDict_Type, &vocab))
+    PyObject *key = PyLong_FromUnsignedLongLong(term);
+    if (!key)
+        return -1;
+    const int known = PyDict_Contains(vocab, key);
+    const int bad = known < 0 || (!known && PyDict_SetItem(vocab, key, word) < 0);
+    Py_DECREF(key);
+    return bad ? -1 : 0;
+}
+
+PyObject *index_batch(PyObject *self, PyObject *args)
+{
+    enum { TABLE, TERMS, COUNTS, DISTINCT, N };
+    static const Spec specs[N] = {{"table", 1, "LQ", WRITABLE}, {"terms", 1, "lq", WRITABLE},
+                                  {"counts", 1, "i", WRITABLE}, {"distinct", 1, "lq", WRITABLE}};
+    PyObject *per_text, *miss, *vocab, *o[N];
+    if (!PyArg_ParseTuple(args, "O!OOO!OOO:index_batch", &PyList_Type, &per_text, &o[TABLE], &miss, &PyDict_Type,
+                          &vocab, &o[TERMS], &o[COUNTS], &o[DISTINCT]))
         return NULL;
-    Arg arg;
-    Table words_table;
-    if (take_all(&arg, &table_obj, &spec, 1) < 0 || table_of(&arg, &words_table) < 0)
-        return release(&arg, 1, 0);
-    PyObject *seq = PySequence_Fast(words, "index_terms: words must be a sequence");
-    if (!seq)
-        return release(&arg, 1, 0);
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq), *result = NULL, *terms = NULL, *counts = NULL;
-    uint64_t mask = 2 * SMALL_TEXT - 1;
-    while ((Py_ssize_t)(mask + 1) < 2 * n)
+    const Py_ssize_t texts = PyList_GET_SIZE(per_text);
+    Py_ssize_t total, longest;
+    if (count_words(per_text, "index_batch", &total, &longest) < 0)
+        return NULL;
+    Arg a[N];
+    Table words;
+    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0)
+        return release(a, N, 0);
+    if (LEN(a[TERMS]) < total || LEN(a[COUNTS]) < total || LEN(a[DISTINCT]) != texts
+        || a[TERMS].view.itemsize != 8 || a[DISTINCT].view.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "index_batch: terms (int64) and counts (int32) need room for every word, "
+                                          "distinct (int64) one item per text");
+        return release(a, N, 0);
+    }
+    uint64_t mask = 15;
+    while ((Py_ssize_t)(mask + 1) < 2 * longest)
         mask = 2 * mask + 1;
-    int32_t small_table[2 * SMALL_TEXT];
-    Seen small_seen[SMALL_TEXT];
-    int32_t *table = n <= SMALL_TEXT ? small_table : PyMem_Malloc((mask + 1) * sizeof(int32_t));
-    Seen *seen = n <= SMALL_TEXT ? small_seen : PyMem_Malloc(n * sizeof(Seen));
-    if (!table || !seen) {
+    int32_t *table = PyMem_Malloc((mask + 1) * sizeof(int32_t));
+    Seen *seen = PyMem_Malloc(Py_MAX(longest, 1) * sizeof(Seen));
+    int64_t *terms = DATA(a[TERMS], int64_t), *distinct = DATA(a[DISTINCT], int64_t);
+    int32_t *counts = DATA(a[COUNTS], int32_t);
+    Py_ssize_t out = 0;
+    int ok = table && seen;
+    if (!ok)
         PyErr_NoMemory();
-        goto done;
-    }
-    memset(table, 0xff, (mask + 1) * sizeof(int32_t));
-    if (!(terms = PyList_New(0)))
-        goto done;
-    Py_ssize_t distinct = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_Check(items[i])) {
-            PyErr_SetString(PyExc_TypeError, "index_terms: words must be str");
-            goto done;
-        }
-        const uint64_t key = word_key(items[i]);
-        const uint64_t *slot = find(&words_table, key);
-        uint64_t packed = slot[1];
-        if (slot[0] != key) {
-            if (new_entry(items[i], miss, &packed) < 0)
-                goto done;
-            store(&words_table, key, packed);
-        }
-        const uint64_t term = packed >> 1;
-        const Py_ssize_t at = seen_slot(table, mask, seen, term);
-        Seen *s;
-        PyObject *term_obj = NULL;
-        if (table[at] < 0) {
-            table[at] = (int32_t)distinct;
-            s = &seen[distinct++];
-            *s = (Seen){term, 0, 0};
-            if (!(term_obj = PyLong_FromUnsignedLongLong(term)) || PyList_Append(terms, term_obj) < 0) {
-                Py_XDECREF(term_obj);
-                goto done;
+    for (Py_ssize_t t = 0; ok && t < texts; t++) {
+        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        const Py_ssize_t n = PyTuple_GET_SIZE(tuple), first = out;
+        uint64_t m = 15;
+        while ((Py_ssize_t)(m + 1) < 2 * n)
+            m = 2 * m + 1;
+        memset(table, 0xff, (m + 1) * sizeof(int32_t));
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            PyObject *word = PyTuple_GET_ITEM(tuple, i);
+            const uint64_t key = word_key(word);
+            const uint64_t *slot = find(&words, key);
+            uint64_t packed = slot[1];
+            if (slot[0] != key) {
+                if (new_entry(word, miss, &packed) < 0) {
+                    ok = 0;
+                    break;
+                }
+                store(&words, key, packed);
             }
-        } else
-            s = &seen[table[at]];
-        s->count++;
-        if ((packed & 1) && !s->expanded) {     /* later expandable words of the term find it in vocab */
-            s->expanded = 1;
-            if (!term_obj) {
-                term_obj = PyList_GET_ITEM(terms, table[at]);
-                Py_INCREF(term_obj);
+            const uint64_t term = packed >> 1;
+            const Py_ssize_t at = seen_slot(table, m, seen, term);
+            if (table[at] < 0) {
+                table[at] = (int32_t)(out - first);
+                seen[out - first] = (Seen){term, 0};
+                terms[out] = (int64_t)term;
+                counts[out++] = 0;
             }
-            int known = PyDict_Contains(vocab, term_obj);
-            if (known < 0 || (!known && PyDict_SetItem(vocab, term_obj, items[i]) < 0)) {
-                Py_DECREF(term_obj);
-                goto done;
+            Seen *s = &seen[table[at]];
+            counts[first + table[at]]++;
+            if ((packed & 1) && !s->expanded) {  /* later expandable words of the term find it in vocab */
+                s->expanded = 1;
+                ok = offer(vocab, term, word) == 0;
             }
         }
-        Py_XDECREF(term_obj);
+        distinct[t] = out - first;
     }
-    if (!(counts = PyList_New(distinct)))
-        goto done;
-    for (Py_ssize_t j = 0; j < distinct; j++) {
-        PyObject *c = PyLong_FromLong(seen[j].count);
-        if (!c)
-            goto done;
-        PyList_SET_ITEM(counts, j, c);
-    }
-    result = PyTuple_Pack(2, terms, counts);
-done:
-    if (table != small_table)
-        PyMem_Free(table);
-    if (seen != small_seen)
-        PyMem_Free(seen);
-    Py_XDECREF(terms);
-    Py_XDECREF(counts);
-    Py_DECREF(seq);
-    release(&arg, 1, 1);
-    return result;
+    PyMem_Free(table);
+    PyMem_Free(seen);
+    release(a, N, 0);
+    return ok ? PyLong_FromSsize_t(out) : NULL;
 }
 
 const char word_table_move_doc[] = PyDoc_STR(
@@ -292,20 +310,9 @@ PyObject *word_ids(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!OnOO:word_ids", &PyList_Type, &per_text, &o[TABLE], &first_new, &o[IDS],
                           &o[DISTINCT]))
         return NULL;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
-        PyObject *tuple = PyList_GET_ITEM(per_text, t);
-        if (!PyTuple_Check(tuple)) {
-            PyErr_SetString(PyExc_TypeError, "word_ids: per_text must be a list of tuples of words");
-            return NULL;
-        }
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++)
-            if (!PyUnicode_Check(PyTuple_GET_ITEM(tuple, j))) {
-                PyErr_SetString(PyExc_TypeError, "word_ids: words must be str");
-                return NULL;
-            }
-        total += PyTuple_GET_SIZE(tuple);
-    }
+    Py_ssize_t total, longest;
+    if (count_words(per_text, "word_ids", &total, &longest) < 0)
+        return NULL;
     if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0)
         return release(a, N, 0);
     if (LEN(a[IDS]) != total || LEN(a[DISTINCT]) != total || a[IDS].view.itemsize != 8
