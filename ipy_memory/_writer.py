@@ -36,6 +36,10 @@ _DOCS_SQL = ("INSERT INTO documents (id, space, scope, project, session, kind, t
              + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(?1)")
 _VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(?1)"
 _CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(?)"
+# Exact duplicates: through the index of the hash's first 12 hex digits (store.py); the rows found are
+# keyed by their whole hash, and their space is checked here ("+space": not by the (space, created_at) index)
+_EXISTING_SQL = (f"SELECT {DOC_COLS}, content_hash FROM documents WHERE substr(content_hash, 1, 12) IN ({{marks}}) "
+                 "AND +space = ? AND (expires_at IS NULL OR expires_at > ?)")
 _json_sql: bool | None = None        # whether this process's SQLite has the JSON functions and ->> (3.38)
 
 
@@ -243,10 +247,8 @@ class BatchWriter:
             hashes = sorted(hashes)
             for i in range(0, len(hashes), 500):
                 chunk = hashes[i:i + 500]
-                for row in self.db.execute(
-                        f"SELECT {DOC_COLS}, content_hash FROM documents WHERE space = ? AND content_hash IN "
-                        f"({','.join('?' * len(chunk))}) AND (expires_at IS NULL OR expires_at > ?)",
-                        (space, *chunk, self.now)):
+                for row in self.db.execute(_EXISTING_SQL.format(marks=",".join("?" * len(chunk))),
+                                           (*[h[:12] for h in chunk], space, self.now)):
                     found.setdefault((space, row[-1]), row[:-1])
         return found
 

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS documents (
     created_at REAL NOT NULL, updated_at REAL NOT NULL, accessed_at REAL NOT NULL,
     expires_at REAL, tier TEXT NOT NULL DEFAULT 'hot', access_count INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS documents_space_hash ON documents(space, content_hash);
+CREATE INDEX IF NOT EXISTS documents_hash_prefix ON documents(substr(content_hash, 1, 12));
 CREATE INDEX IF NOT EXISTS documents_space_created ON documents(space, created_at);
 CREATE INDEX IF NOT EXISTS documents_expires ON documents(expires_at) WHERE expires_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS nodes (
@@ -194,6 +194,12 @@ class Store:
                 raise StorageError(f"{self.path} was written by a newer ipy_memory (schema {version}); upgrade ipy-memory")
             if version < SCHEMA_VERSION:  # future migrations go here, one step per version
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            # Exact duplicates are found by 12 hex digits of the content hash (48 bits; the rows found
+            # are checked against the whole hash and the space), not by (space, content_hash): an
+            # index of a random key takes every insert to a random page, and a third of the entries
+            # per page makes a bulk write touch ~35% fewer. Only indexes change, so no new version:
+            # an older ipy_memory re-creates its own index at open, and this one drops it again.
+            db.execute("DROP INDEX IF EXISTS documents_space_hash")
             # identifies this database to the index snapshots beside it (a restored backup is another store)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(8))))")
 
