@@ -13,7 +13,7 @@
 * neighbour structure: `neighbours` (every slot's neighbours and context lengths at distances 1
   and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
   linked as conversations of 2-40 turns, interleaved;
-* text: `ascii_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
+* text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
   over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
 
 Best of `--repeat` runs each; the ratio column is twin / compiled (above 1: the kernel is faster).
@@ -123,8 +123,10 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     regexes = (_text._NUMBER, _text._TIME, _text._NAME)
     rows = []
     for name, fast, slow, items, per in [
-        ("words of ASCII text (ascii_words / _words_python)", lambda x: k.ascii_words(x, stop), _text._words_python,
+        ("words of ASCII text (text_words / _words_python)", lambda x: k.text_words(x, stop), _text._words_python,
          ascii_texts, 1),
+        ("words of other text, mostly Chinese (text_words / _words_python)", lambda x: k.text_words(x, stop),
+         _text._words_python, [t for t in texts if not t.isascii()], 1),
         ("answer cues of ASCII text (ascii_cues / regexes)", k.ascii_cues, lambda x: _text._flags(x, regexes),
          ascii_texts, 1),
         ("BLAKE2b-64 of 'w|' + word (blake2b64 / hashlib)", lambda w: k.blake2b64("w|" + w),

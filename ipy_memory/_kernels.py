@@ -323,7 +323,7 @@ word_features = _speedups.word_features if COMPILED else word_features_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
 # ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
 # regexes
-ascii_words = _speedups.ascii_words if COMPILED else None
+text_words = _speedups.text_words if COMPILED else None
 ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32

@@ -91,8 +91,8 @@ def words(text: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> tuple[str, ...]:
-    if _kernels.ascii_words is not None and text.isascii():
-        return _kernels.ascii_words(text, STOP_WORDS)         # _words_python's ASCII branch, compiled
+    if _kernels.text_words is not None:
+        return _kernels.text_words(text, STOP_WORDS)          # _words_python, compiled
     return _words_python(text)
 
 

@@ -137,6 +137,6 @@ def test_kernels_quick(tmp_path):
         import pytest
         pytest.skip("the kernels benchmark compares the compiled extension with its twins")
     out = _run([str(BENCH / "kernels.py"), "--quick"], tmp_path).stdout
-    for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "ascii_words", "ascii_cues",
+    for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "text_words", "ascii_cues",
                 "blake2b64", "gram_hashes", "index_batch"):
         assert row in out, row

@@ -114,8 +114,43 @@ def test_compiled_ascii_cues_say_what_the_regexes_say():
                                                              "THE", "\x00", "\x7f", " ", "-", "\n"]),
                   max_size=20).map(" ".join))
 def test_compiled_ascii_words_are_the_python_ones(text):
-    assert _kernels.ascii_words(text, _text.STOP_WORDS) == _text._words_python(text)
-    assert _kernels.ascii_words(text + "\u00e9", _text.STOP_WORDS) is None
+    assert _kernels.text_words(text, _text.STOP_WORDS) == _text._words_python(text)
+
+
+_SPECIAL = ["İstanbul", "ΣΊΣΥΦΟΣ", "straße", "ﬁle", "e\u0301", "x²", "²", "٣", "Ⅻ", "_a_", "日本語", "の", "ー", "・",
+            "한국어", "가", "ｆｕｌｌ", "\U0001d400bc", "\U00020000\U00020001", "a1_b2", "Ⅰ", "\ud800", "\x00", " ", "the"]
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=60)
+       | st.lists(st.sampled_from(_SPECIAL + sorted(_text.STOP_WORDS)[:8]) | st.text(max_size=4), max_size=12).map(" ".join)
+       | st.lists(st.sampled_from(_SPECIAL), max_size=8).map("".join))
+def test_compiled_words_are_the_python_ones_for_any_text(text):
+    """Case mapping that changes the length, letters and digits of every script, CJK runs next to
+    other letters, astral characters, lone surrogates: the same tokens as the regex."""
+    assert _kernels.text_words(text, _text.STOP_WORDS) == _text._words_python(text)
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+def test_compiled_words_take_any_stop_words_and_refuse_bad_arguments():
+    stop = frozenset({"日本", "kelp", "ß"})
+    for text in ("日本 日本語 kelp KELP ß straße", "a 日本 b"):
+        assert _kernels.text_words(text, stop) == _words_with(text, stop)
+    with pytest.raises(TypeError):
+        _kernels.text_words(b"kelp", stop)
+    with pytest.raises(TypeError):
+        _kernels.text_words("kelp", {"kelp"})           # a frozenset, as STOP_WORDS is
+
+
+def _words_with(text: str, stop: frozenset) -> tuple:
+    """_words_python with other stop words."""
+    saved = _text.STOP_WORDS
+    try:
+        _text.STOP_WORDS = stop
+        return _text._words_python(text)
+    finally:
+        _text.STOP_WORDS = saved
 
 
 def test_block_frame_and_escaping():

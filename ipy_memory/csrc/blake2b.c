@@ -216,13 +216,15 @@ static int store_feature(uint64_t h, void *ctx)
 }
 
 /* The first character is kana, CJK or hangul (_text.is_cjk). */
-int starts_cjk(PyObject *word)
+int is_cjk_char(Py_UCS4 c)
 {
-    if (PyUnicode_GET_LENGTH(word) == 0)
-        return 0;
-    const Py_UCS4 c = PyUnicode_READ_CHAR(word, 0);
     return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff)
            || (c >= 0xac00 && c <= 0xd7af) || (c >= 0xf900 && c <= 0xfaff);
+}
+
+int starts_cjk(PyObject *word)
+{
+    return PyUnicode_GET_LENGTH(word) > 0 && is_cjk_char(PyUnicode_READ_CHAR(word, 0));
 }
 
 PyObject *word_features(PyObject *self, PyObject *args)

@@ -86,7 +86,7 @@ static PyMethodDef methods[] = {
     {"index_batch", index_batch, METH_VARARGS, index_batch_doc},
     {"word_table_move", word_table_move, METH_VARARGS, word_table_move_doc},
     {"ascii_cues", ascii_cues, METH_O, ascii_cues_doc},
-    {"ascii_words", ascii_words, METH_VARARGS, ascii_words_doc},
+    {"text_words", text_words, METH_VARARGS, text_words_doc},
     {"blake2b64", blake2b64, METH_O, blake2b64_doc},
     {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
     {"word_features", word_features, METH_VARARGS, word_features_doc},

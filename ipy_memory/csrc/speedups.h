@@ -60,7 +60,7 @@ KERNEL(word_ids)
 KERNEL(index_batch)
 KERNEL(word_table_move)
 KERNEL(ascii_cues)
-KERNEL(ascii_words)
+KERNEL(text_words)
 KERNEL(blake2b64)
 KERNEL(gram_hashes)
 KERNEL(word_features)
@@ -69,7 +69,8 @@ KERNEL(crc32)
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
 int utf8_hash(const char *prefix, PyObject *text, uint64_t *out); /* ... of prefix + text's UTF-8 */
-int starts_cjk(PyObject *word);                          /* its first character is kana, CJK or hangul */
+int is_cjk_char(Py_UCS4 c);     /* kana, CJK or hangul: _text._CJK's ranges */
+int starts_cjk(PyObject *word); /* its first character is such */
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
 extern int crc32_fast;
 

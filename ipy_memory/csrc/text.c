@@ -1,5 +1,5 @@
-/* ASCII text's words (_text._words) and answer cues (_text.answer_cues: what its three regexes
- * find), in one pass each. */
+/* A text's words (_text._words) and ASCII text's answer cues (_text.answer_cues: what its three
+ * regexes find), in one pass each. */
 #include "speedups.h"
 
 /* The words of _text._NUMBER and _text._TIME (whole tokens, any case), and _TIME's month prefixes
@@ -99,50 +99,112 @@ PyObject *ascii_cues(PyObject *self, PyObject *arg)
     return PyLong_FromLong(cues);
 }
 
-/* ------------------------------------------------------------------------------ ASCII words */
+/* ------------------------------------------------------------------------------ words */
 
-const char ascii_words_doc[] = PyDoc_STR(
-"ascii_words(text, stop_words) -> tuple | None\n--\n\n"
-"_text._words(text) for ASCII text: its runs of letters and digits, lower-cased, without the words in\n"
-"the set stop_words and without single letters (single digits stay); None for other text.");
+const char text_words_doc[] = PyDoc_STR(
+"text_words(text, stop_words) -> tuple\n--\n\n"
+"_text._words_python(text): the text lower-cased (str.lower), its runs of CJK characters (kana,\n"
+"CJK ideographs, hangul) as character bigrams (a lone character stays itself) and its runs of other\n"
+"letters and digits (re's \\w without '_'), in order, without the tokens in the set stop_words and\n"
+"without single characters that are not digits.");
 
-PyObject *ascii_words(PyObject *self, PyObject *args)
+/* Append word (a new reference, stolen) to out unless it is in stop. 0, or -1 with an exception. */
+static int keep(PyObject *out, PyObject *stop, PyObject *word, int check)
 {
-    PyObject *text, *stop;
-    if (!PyArg_ParseTuple(args, "UO!:ascii_words", &text, &PyFrozenSet_Type, &stop))
-        return NULL;
-    if (!PyUnicode_IS_ASCII(text))
-        Py_RETURN_NONE;
+    if (!word)
+        return -1;
+    const int skip = check ? PySet_Contains(stop, word) : 0;
+    const int bad = skip < 0 || (!skip && PyList_Append(out, word) < 0);
+    Py_DECREF(word);
+    return bad ? -1 : 0;
+}
+
+/* ASCII text: runs of letters and digits, lower-cased as they are copied (no str.lower). */
+static int ascii_text_words(PyObject *text, PyObject *stop, PyObject *out)
+{
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *out = PyList_New(0), *result = NULL;
-    if (!out)
-        return NULL;
     for (Py_ssize_t i = 0; i < n;) {
         if (!is_letter(s[i]) && !is_digit(s[i])) {
             i++;
             continue;
         }
-        Py_ssize_t start = i;
+        const Py_ssize_t start = i;
         while (i < n && (is_letter(s[i]) || is_digit(s[i])))
             i++;
         if (i - start == 1 && !is_digit(s[start]))
             continue;
         PyObject *word = PyUnicode_New(i - start, 127);
         if (!word)
-            goto done;
+            return -1;
         Py_UCS1 *w = PyUnicode_1BYTE_DATA(word);
         for (Py_ssize_t j = start; j < i; j++)
             w[j - start] = is_upper(s[j]) ? (Py_UCS1)(s[j] | 0x20) : s[j];
-        int skip = PySet_Contains(stop, word);
-        if (skip < 0 || (!skip && PyList_Append(out, word) < 0)) {
-            Py_DECREF(word);
-            goto done;
-        }
-        Py_DECREF(word);
+        if (keep(out, stop, word, 1) < 0)
+            return -1;
     }
-    result = PyList_AsTuple(out);
-done:
-    Py_DECREF(out);
+    return 0;
+}
+
+/* re's \w is Py_UNICODE_ISALNUM or '_' (sre's SRE_UNI_IS_WORD); the pattern excludes '_' and CJK */
+static int is_word_char(Py_UCS4 c) { return c != '_' && !is_cjk_char(c) && Py_UNICODE_ISALNUM(c); }
+
+/* Other text: str.lower() first (it may change the length: "İ" becomes "i" + a combining dot), then
+ * what _text._cjk_patterns()[0] finds in it, token by token as _words_python treats them. */
+static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out)
+{
+    PyObject *low = PyObject_CallMethod(text, "lower", NULL);
+    if (!low)
+        return -1;
+    const int kind = PyUnicode_KIND(low);
+    const void *data = PyUnicode_DATA(low);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(low);
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n;) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        const int cjk = is_cjk_char(c);
+        if (!cjk && !is_word_char(c)) {
+            i++;
+            continue;
+        }
+        const Py_ssize_t start = i;
+        int digits = 1;
+        while (i < n) {
+            const Py_UCS4 d = PyUnicode_READ(kind, data, i);
+            if (cjk ? !is_cjk_char(d) : !is_word_char(d))
+                break;
+            digits = digits && Py_UNICODE_ISDIGIT(d);
+            i++;
+        }
+        PyObject *token = PyUnicode_Substring(low, start, i);
+        int stopped = token ? PySet_Contains(stop, token) : -1;
+        if (stopped < 0) {
+            Py_XDECREF(token);
+            ok = 0;
+        } else if (stopped) {
+            Py_DECREF(token);
+        } else if (cjk && i - start > 1) {     /* overlapping bigrams */
+            Py_DECREF(token);
+            for (Py_ssize_t j = start; ok && j + 1 < i; j++)
+                ok = keep(out, stop, PyUnicode_Substring(low, j, j + 2), 0) == 0;
+        } else if (cjk || i - start > 1 || digits) {
+            ok = keep(out, stop, token, 0) == 0;
+        } else {
+            Py_DECREF(token);
+        }
+    }
+    Py_DECREF(low);
+    return ok ? 0 : -1;
+}
+
+PyObject *text_words(PyObject *self, PyObject *args)
+{
+    PyObject *text, *stop;
+    if (!PyArg_ParseTuple(args, "UO!:text_words", &text, &PyFrozenSet_Type, &stop))
+        return NULL;
+    PyObject *out = PyList_New(0), *result = NULL;
+    if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out) : unicode_text_words(text, stop, out)) == 0)
+        result = PyList_AsTuple(out);
+    Py_XDECREF(out);
     return result;
 }
