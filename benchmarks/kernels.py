@@ -13,6 +13,8 @@
 * neighbour structure: `neighbours` (every slot's neighbours and context lengths at distances 1
   and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
   linked as conversations of 2-40 turns, interleaved;
+* postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (two runs
+  merged) against their numpy twins, for `--postings` postings of random 63-bit terms;
 * text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
   over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
 
@@ -151,6 +153,27 @@ def index_batch(kernel, per_text: list, cache, miss) -> int:
                   np.empty(len(per_text), np.int64))
 
 
+def postings_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(0)
+    vocab = rng.integers(0, 2**63 - 1, max(n // 4, 1), dtype=np.int64)
+    run = rng.choice(vocab, n), np.arange(n, dtype=np.int32), np.ones(n, np.float32)
+
+    def out(m):
+        return np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.float32)
+    old, new = out(n), out(n)
+    _kernels.sort_postings_numpy(*run, *old)
+    _kernels.sort_postings_numpy(*(a[::-1].copy() for a in run), *new)
+    k, merged = _kernels._speedups, out(2 * n)
+    fast_sort = best(lambda: k.sort_postings(*run, *out(n)), repeat)
+    fast_merge = best(lambda: k.merge_postings(*old, *new, *merged), repeat)
+    return [("sort_postings (compiled)", fast_sort, fast_sort),
+            ("numpy twin (stable argsort, three gathers)",
+             best(lambda: _kernels.sort_postings_numpy(*run, *out(n)), repeat), fast_sort),
+            (f"merge_postings of two runs of {n:,} (compiled)", fast_merge, fast_merge),
+            ("numpy twin (binary searches, three scatters)",
+             best(lambda: _kernels.merge_postings_numpy(*old, *new, *merged), repeat), fast_merge)]
+
+
 def ms_table(title: str, what: str, base: str, rows) -> None:
     """A section of (name, seconds, the baseline's seconds) rows: milliseconds and the ratio."""
     print(f"## {title}\n\n| {what} | ms | / {base} |\n|---|---:|---:|")
@@ -163,12 +186,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=152_000, help="float16 rows scanned (default 152,000)")
     ap.add_argument("--scores", type=int, default=1_525_000, help="lexical scores to select from")
+    ap.add_argument("--postings", type=int, default=24_000, help="postings a run (a 1,000-memory write: ~24,000)")
     ap.add_argument("--texts", type=int, default=20_000, help="synthetic memories for the text kernels")
     ap.add_argument("--repeat", type=int, default=7, help="runs per measurement, the best is kept")
-    ap.add_argument("--quick", action="store_true", help="5,000 rows, 20,000 scores, 500 texts, 2 runs")
+    ap.add_argument("--quick", action="store_true", help="5,000 rows, 20,000 scores, 2,000 postings, 500 texts, 2 runs")
     a = ap.parse_args()
     if a.quick:
-        a.rows, a.scores, a.texts, a.repeat = 5_000, 20_000, 500, 2
+        a.rows, a.scores, a.postings, a.texts, a.repeat = 5_000, 20_000, 2_000, 500, 2
     if not _kernels.COMPILED:
         sys.exit("the _speedups extension is not built (or IPY_MEMORY_PURE_PYTHON is set): nothing to compare")
     print(f"# ipy_memory kernels, {time.strftime('%Y-%m-%d %H:%M')}; {os.cpu_count()} cores, "
@@ -179,6 +203,7 @@ def main() -> None:
              selection_rows(a.scores, a.repeat))
     ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",
              structure_rows(a.rows, a.repeat))
+    ms_table(f"Postings runs of {a.postings:,} postings", "kernel", "the compiled one", postings_rows(a.postings, a.repeat))
     print(f"## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")
     for name, fast, slow, count in text_rows(a.texts, a.repeat):

@@ -276,6 +276,27 @@ def word_features_python(words: list, grams: dict, sizes: tuple, dim: int, hashe
     return len(hs)
 
 
+def sort_postings_numpy(h: np.ndarray, s: np.ndarray, t: np.ndarray, out_h: np.ndarray, out_s: np.ndarray,
+                        out_t: np.ndarray) -> None:
+    """The postings (int64 term hashes, int32 slots, float32 tfs) sorted by term hash into the out
+    arrays, a term's postings in the order given."""
+    order = np.argsort(h, kind="stable")
+    for a, out in ((h, out_h), (s, out_s), (t, out_t)):
+        np.take(a, order, out=out)
+
+
+def merge_postings_numpy(h: np.ndarray, s: np.ndarray, t: np.ndarray, nh: np.ndarray, ns: np.ndarray, nt: np.ndarray,
+                         out_h: np.ndarray, out_s: np.ndarray, out_t: np.ndarray) -> None:
+    """Two runs of postings sorted by term hash merged into the out arrays: sorted by term hash, a
+    term's postings of the first run before those of the second."""
+    at = np.searchsorted(h, nh, side="right") + np.arange(len(nh))
+    keep = np.ones(len(h) + len(nh), bool)
+    keep[at] = False
+    for a, b, out in ((h, nh, out_h), (s, ns, out_s), (t, nt, out_t)):
+        out[at] = b
+        out[keep] = a
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -321,6 +342,8 @@ blake2b64 = _speedups.blake2b64 if COMPILED else blake2b64_python
 gram_hashes = _speedups.gram_hashes if COMPILED else gram_hashes_python
 word_features = _speedups.word_features if COMPILED else word_features_python
 flatnonzero = _flatnonzero if COMPILED else flatnonzero_numpy
+sort_postings = _speedups.sort_postings if COMPILED else sort_postings_numpy
+merge_postings = _speedups.merge_postings if COMPILED else merge_postings_numpy
 # ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
 # regexes
 text_words = _speedups.text_words if COMPILED else None

@@ -5,13 +5,16 @@ makes a cold open of a large store fast. Postings added since go to runs: arrays
 one per write, merged like a binary counter (a run is merged into the one before while it is at
 least half its size), so a lookup searches O(log n) runs and a write is a sort plus amortised
 linear merges, with no Python loop over terms (a per-term dictionary of arrays cost 40 us a memory
-in bulk inserts). Term keys are the stable 63-bit hashes from `_text.term_hash`, so no vocabulary
-strings are kept. Every term's postings stay in slot (insertion) order.
+in bulk inserts); the sort and the merges are compiled kernels (csrc/postings.c) with numpy twins.
+Term keys are the stable 63-bit hashes from `_text.term_hash`, so no vocabulary strings are kept.
+Every term's postings stay in slot (insertion) order.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from . import _kernels
 
 _Run = tuple[np.ndarray, np.ndarray, np.ndarray]     # term hashes (sorted), slots, tfs
 
@@ -34,10 +37,11 @@ class Postings:
         """Add postings, in slot order and above every slot already added, as one sorted run."""
         if len(hashes) == 0:
             return
-        h = np.asarray(hashes, np.int64)
-        order = np.argsort(h, kind="stable")
+        run = _empty(len(hashes))
+        _kernels.sort_postings(np.asarray(hashes, np.int64), np.asarray(slots, np.int32), np.asarray(tfs, np.float32),
+                               *run)
         runs = self.runs
-        runs.append((h[order], np.asarray(slots, np.int32)[order], np.asarray(tfs, np.float32)[order]))
+        runs.append(run)
         while len(runs) > 1 and 2 * len(runs[-1][0]) >= len(runs[-2][0]):
             newer = runs.pop()
             runs[-1] = _merge(runs[-1], newer)
@@ -81,13 +85,10 @@ class Postings:
 
 def _merge(old: _Run, new: _Run) -> _Run:
     """One sorted run of both; a term's newer postings go after its older ones (slot order)."""
-    at = np.searchsorted(old[0], new[0], side="right") + np.arange(len(new[0]))
-    keep = np.ones(len(old[0]) + len(new[0]), bool)
-    keep[at] = False
-    out = []
-    for a, b in zip(old, new):
-        m = np.empty(len(keep), a.dtype)
-        m[at] = b
-        m[keep] = a
-        out.append(m)
-    return tuple(out)
+    out = _empty(len(old[0]) + len(new[0]))
+    _kernels.merge_postings(*old, *new, *out)
+    return out
+
+
+def _empty(n: int) -> _Run:
+    return np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.float32)

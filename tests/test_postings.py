@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ipy_memory import _kernels
 from ipy_memory._postings import Postings
 
 
@@ -53,3 +56,62 @@ def test_empty_and_single_run():
     post.append_many([5, 3, 5], [0, 0, 1], [1.0, 2.0, 3.0])
     assert post and post.get(5)[0].tolist() == [0, 1] and post.get(3)[1].tolist() == [2.0]
     assert post.get(4) is None
+
+
+# ------------------------------------------------------------------------------ compiled kernels
+compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+_keys = st.sampled_from([0, 1, -1, 7, 2**63 - 1, -2**63, 2**40, 2**40 + 1, 3 << 52]) | st.integers(-2**63, 2**63 - 1)
+
+
+def _run(hashes, first_slot=0):
+    n = len(hashes)
+    return (np.array(hashes, np.int64), np.arange(first_slot, first_slot + n, dtype=np.int32),
+            np.arange(n, dtype=np.float32) / 7)
+
+
+def _out(n):
+    return np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.float32)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(hashes=st.lists(_keys, max_size=300) | st.lists(st.integers(0, 5), max_size=3000))
+def test_the_compiled_sort_is_the_stable_argsort(hashes):
+    """Repeated terms keep their order (slots ascend within a term); negative and extreme keys sort
+    as int64 (the kernel flips the sign bit); runs long enough to take every radix pass."""
+    run = _run(hashes)
+    want, got = _out(len(hashes)), _out(len(hashes))
+    _kernels.sort_postings_numpy(*run, *want)
+    _kernels._speedups.sort_postings(*run, *got)
+    for w, g in zip(want, got):
+        assert w.tolist() == g.tolist()
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(old=st.lists(_keys, max_size=200), new=st.lists(_keys, max_size=200))
+def test_the_compiled_merge_is_the_numpy_one(old, new):
+    a, b = _run(sorted(old)), _run(sorted(new), first_slot=1000)
+    want, got = _out(len(old) + len(new)), _out(len(old) + len(new))
+    _kernels.merge_postings_numpy(*a, *b, *want)
+    _kernels._speedups.merge_postings(*a, *b, *got)
+    for w, g in zip(want, got):
+        assert w.tolist() == g.tolist()
+    assert all(x <= y for x, y in zip(got[0], got[0][1:]))
+
+
+@compiled
+def test_the_postings_kernels_refuse_mismatched_arrays():
+    k, a = _kernels._speedups, _run([3, 1, 2])
+    with pytest.raises(ValueError):
+        k.sort_postings(*a, *_out(2))                                       # out too short
+    with pytest.raises(ValueError):
+        k.sort_postings(a[0], a[1][:2], a[2], *_out(3))                     # slots too short
+    with pytest.raises(TypeError):
+        k.sort_postings(a[0].astype(np.int32), a[1], a[2], *_out(3))       # hashes are int64
+    with pytest.raises(TypeError):
+        k.sort_postings(*a, np.empty(3, np.int64), np.empty(3, np.int64), np.empty(3, np.float32))
+    with pytest.raises(ValueError):
+        k.merge_postings(*a, *a, *_out(5))                                  # out as long as both
+    with pytest.raises(TypeError):
+        k.merge_postings(*a, *a, *_out(6)[:2], np.empty(6, np.float64))    # tfs are float32

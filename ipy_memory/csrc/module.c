@@ -81,6 +81,8 @@ static PyMethodDef methods[] = {
     {"reply_add", reply_add, METH_VARARGS, reply_add_doc},
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
+    {"sort_postings", sort_postings, METH_VARARGS, sort_postings_doc},
+    {"merge_postings", merge_postings, METH_VARARGS, merge_postings_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
     {"word_ids", word_ids, METH_VARARGS, word_ids_doc},
     {"index_batch", index_batch, METH_VARARGS, index_batch_doc},
