@@ -149,7 +149,8 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
 def index_batch(kernel, per_text: list, cache, miss) -> int:
     """kernel (either twin of index_batch) over per_text, into arrays with room for every word."""
     total = sum(map(len, per_text))
-    return kernel(per_text, cache, miss, {}, np.empty(total, np.int64), np.empty(total, np.int32),
+    known = _kernels.word_table_room({} if kernel is _kernels.index_batch_python else _kernels.word_table(16), total)
+    return kernel(per_text, cache, miss, {}, known, np.empty(total, np.int64), np.empty(total, np.int32),
                   np.empty(len(per_text), np.int64))
 
 

@@ -146,15 +146,16 @@ def hash_rows_numpy(ids: np.ndarray, per_text: np.ndarray, starts: np.ndarray, l
     out[:] = acc.reshape(n, dim)
 
 
-def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, terms: np.ndarray, counts: np.ndarray,
-                       distinct: np.ndarray) -> int:
+def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, known: dict, terms: np.ndarray,
+                       counts: np.ndarray, distinct: np.ndarray) -> int:
     """Each text's distinct term hashes in order of first use (into terms) and how often each
     occurs (counts), text after text, and how many each text has (distinct); returns how many
     terms it wrote. A word's entry, term hash * 2 + expandable, comes from `cache`, or from
     miss(word), which is then cached (a word that starts with a CJK character or is ASCII digits
     gets its own term, not expandable, without the call: what _text.index_word gives it); an
-    expandable word is the word of its term in `vocab` unless one is there already. (One int per
-    word, not a tuple: a dict of ints is no work for the garbage collector, a dict of tuples is.)"""
+    expandable word is the word of its term in `vocab` unless one is there already (`known`: terms
+    vocab is known to hold, not looked up there again). (One int per word, not a tuple: a dict of
+    ints is no work for the garbage collector, a dict of tuples is.)"""
     out = 0
     for t, words in enumerate(per_text):
         tf: dict[int, int] = {}
@@ -164,8 +165,9 @@ def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, terms: np
                 own = isinstance(word, str) and (_starts_cjk(word) or (word.isascii() and word.isdigit()))
                 entry = cache[word] = blake2b64_python(word) >> 1 << 1 if own else miss(word)
             term = entry >> 1
-            if entry & 1 and term not in vocab:
-                vocab[term] = word
+            if entry & 1 and term not in known:
+                vocab.setdefault(term, word)
+                known[term] = True
             tf[term] = tf.get(term, 0) + 1
         terms[out:out + len(tf)] = list(tf)
         counts[out:out + len(tf)] = list(tf.values())

@@ -83,6 +83,9 @@ class LexicalShard:
         self._doc_at: dict[int, str] | None = None     # doc_slot_of reversed, built at the first removal
         self._vocab: dict[int, str] = {}               # term hash -> a word it came from (query expansion)
         self._vocab_saved: tuple | None = None         # a snapshot's vocabulary, merged in at first use
+        # terms _vocab is known to hold (it only gains words), probed before it: a word table slot is
+        # one cache miss, a dict lookup a Python int and two (~3 us a memory of a bulk insert)
+        self._vocab_known = _kernels.word_table(16)
         self.n_alive = 0
         self.total_len = 0.0
         self.n_docs = 0
@@ -186,7 +189,8 @@ class LexicalShard:
         base = self.keys.size
         slots = range(base, base + len(rows))
         words = [_text.surface_words(r.body) for r in rows]
-        terms, counts, distinct = index_batch(words, self._vocab)    # (the vocabulary gains their new words)
+        # (the vocabulary gains their new words)
+        terms, counts, distinct, self._vocab_known = index_batch(words, self._vocab, self._vocab_known)
         lengths = [len(ws) for ws in words]
         cues, docs, prev, ranks = [], [], [], []
         new_docs: list[bool] = []                  # whether each document new to the shard has several nodes
@@ -332,20 +336,22 @@ def _word_cache(more: int) -> np.ndarray | dict:
     return _word_table
 
 
-def index_batch(per_text: list[tuple[str, ...]], vocab: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def index_batch(per_text: list[tuple[str, ...]], vocab: dict, known) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     """Each text's distinct term hashes in order of first use, text after text (int64), how often
-    each occurs (int32), and how many each text has; an expandable word becomes its term's word in
-    `vocab` unless one is there. One compiled pass over a batch and a cache of every word seen,
-    instead of a cached call and a Counter per word."""
+    each occurs (int32), how many each text has, and `known` (a word table of the terms vocab holds,
+    grown if need be); an expandable word becomes its term's word in `vocab` unless one is there.
+    One compiled pass over a batch and a cache of every word seen, instead of a cached call and a
+    Counter per word."""
     total = sum(map(len, per_text))
     terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
-    n = _kernels.index_batch(per_text, _word_cache(total), _text.index_word, vocab, terms, counts, distinct)
-    return terms[:n], counts[:n], distinct
+    known = _kernels.word_table_room(known, total)
+    n = _kernels.index_batch(per_text, _word_cache(total), _text.index_word, vocab, known, terms, counts, distinct)
+    return terms[:n], counts[:n], distinct, known
 
 
 def index_terms(words, vocab: dict) -> tuple[list[int], list[int]]:
     """index_batch of one text: its distinct term hashes and their counts, as lists."""
-    terms, counts, _ = index_batch([tuple(words)], vocab)
+    terms, counts, _, _ = index_batch([tuple(words)], vocab, _kernels.word_table(16))
     return terms.tolist(), counts.tolist()
 
 

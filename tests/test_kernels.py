@@ -431,11 +431,14 @@ def _word_cache_for(kernel, entries: dict | None = None):
     return table
 
 
-def _batch(kernel, per_text, cache, miss, vocab):
-    """kernel (a twin of index_batch) over per_text: [(terms, counts)] a text, as lists."""
+def _batch(kernel, per_text, cache, miss, vocab, known=None):
+    """kernel (a twin of index_batch) over per_text: [(terms, counts)] a text, as lists (`known`: a
+    fresh table of the terms vocab holds unless given)."""
     total = sum(map(len, per_text))
     terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
-    n = kernel(per_text, cache, miss, vocab, terms, counts, distinct)
+    if known is None:
+        known = {} if kernel is _kernels.index_batch_python else np.zeros(1 + 2 * 1024, np.uint64)
+    n = kernel(per_text, cache, miss, vocab, known, terms, counts, distinct)
     assert n == distinct.sum()
     ends = np.cumsum(distinct)
     return [(terms[e - d:e].tolist(), counts[e - d:e].tolist()) for d, e in zip(distinct, ends)]
@@ -529,6 +532,27 @@ def test_index_terms_offer_the_first_expandable_word_of_a_term():
 
 
 @compiled
+def test_terms_known_to_be_in_the_vocabulary_are_not_looked_up_there():
+    """`known` holds terms vocab holds: they are not offered again (a stand-in vocab shows it), and
+    every term offered is added to it."""
+    entries = {"kelps": 9 << 1 | 1, "net": 4 << 1 | 1, "tide": 6 << 1}
+    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
+        known = _word_cache_for(f)
+        _batch(f, [("kelps",)], _word_cache_for(f, entries), None, {9: "kelp"}, known)      # 9 is known now
+        vocab = {}
+        assert _batch(f, [("kelps", "net", "tide")], _word_cache_for(f, entries), None, vocab, known) == [([9, 4, 6],
+                                                                                                      [1, 1, 1])]
+        assert vocab == {4: "net"}                     # 9 was not looked up, 6 is not expandable
+        if isinstance(known, dict):
+            assert set(known) == {9, 4}
+        else:
+            assert known[0] == 2 and sorted(known[1::2][known[1::2] != 0].tolist()) == [4 | 1 << 63, 9 | 1 << 63]
+    with pytest.raises(ValueError):
+        table = np.zeros(1 + 2 * 16, np.uint64)
+        _batch(_kernels._speedups.index_batch, [("kelp",)], table, lambda w: 3, {}, table)  # not the word table
+
+
+@compiled
 def test_index_terms_errors_reach_the_caller():
     f = _kernels._speedups.index_batch
 
@@ -551,9 +575,11 @@ def test_index_terms_errors_reach_the_caller():
     room = (np.empty(2, np.int64), np.empty(2, np.int32), np.empty(1, np.int64))
     for i, short in enumerate((np.empty(1, np.int64), np.empty(1, np.int32), np.empty(2, np.int64))):
         with pytest.raises(ValueError):                            # room for every word, a count per text
-            f([("kelp", "tide")], table(), lambda w: 3, {}, *room[:i], short, *room[i + 1:])
+            f([("kelp", "tide")], table(), lambda w: 3, {}, table(), *room[:i], short, *room[i + 1:])
     with pytest.raises(TypeError):
-        f([("kelp", "tide")], table(), lambda w: 3, {}, room[0], room[0], room[2])   # counts are int32
+        f([("kelp", "tide")], table(), lambda w: 3, {}, table(), room[0], room[0], room[2])   # counts are int32
+    with pytest.raises(TypeError):
+        f([("kelp", "tide")], table(), lambda w: 3, {}, {}, *room)                          # known is a word table
     with pytest.raises(TypeError):
         _one(f, ("kelp",), {}, lambda w: 3, {})                    # the cache must be a word table
     for bad in (np.zeros(1 + 2 * 12, np.uint64), np.zeros(2 * 16, np.uint64), np.zeros(3, np.uint64)):

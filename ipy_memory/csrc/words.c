@@ -103,16 +103,18 @@ static int count_words(PyObject *per_text, const char *kernel, Py_ssize_t *total
 /* ------------------------------------------------------------------------------ indexing words */
 
 const char index_batch_doc[] = PyDoc_STR(
-"index_batch(per_text, table, miss, vocab, terms, counts, distinct) -> postings\n--\n\n"
+"index_batch(per_text, table, miss, vocab, known, terms, counts, distinct) -> postings\n--\n\n"
 "The index terms of a batch of texts (per_text: a list of tuples of words), text by text: each\n"
 "word's entry, term hash * 2 + expandable (a non-negative int below 2**64), comes from the word\n"
 "table (see words.c; lexical._word_table), or from miss(word), which is then stored there (a word\n"
 "that starts with a CJK character or is ASCII digits gets blake2b64(word) >> 1 << 1 without a\n"
-"call: _text.index_word's entry for it, and most new words are such); an expandable word is the word of its term in `vocab` unless one is there already. Writes\n"
-"each text's distinct term hashes in order of first use to terms (int64) and how often each occurs\n"
-"to counts (int32), text after text, and each text's number of distinct terms to distinct (int64,\n"
-"one per text); returns how many terms it wrote (terms and counts need room for every word).\n"
-"(_kernels.index_batch_python, whose cache is a dict.)");
+"call: _text.index_word's entry for it, and most new words are such). An expandable word is the\n"
+"word of its term in `vocab` unless one is there already; `known` (a word table) holds terms that\n"
+"vocab is known to hold, and is not looked up in vocab again (each offered term is stored there).\n"
+"Writes each text's distinct term hashes in order of first use to terms (int64) and how often each\n"
+"occurs to counts (int32), text after text, and each text's number of distinct terms to distinct\n"
+"(int64, one per text); returns how many terms it wrote (terms and counts need room for every\n"
+"word). (_kernels.index_batch_python, whose caches are dicts.)");
 
 /* A text's distinct terms, in order of first use, found through an open-addressing table of
  * their positions. */
@@ -175,21 +177,26 @@ static int offer(PyObject *vocab, uint64_t term, PyObject *word)
 
 PyObject *index_batch(PyObject *self, PyObject *args)
 {
-    enum { TABLE, TERMS, COUNTS, DISTINCT, N };
-    static const Spec specs[N] = {{"table", 1, "LQ", WRITABLE}, {"terms", 1, "lq", WRITABLE},
-                                  {"counts", 1, "i", WRITABLE}, {"distinct", 1, "lq", WRITABLE}};
+    enum { TABLE, KNOWN, TERMS, COUNTS, DISTINCT, N };
+    static const Spec specs[N] = {{"table", 1, "LQ", WRITABLE}, {"known", 1, "LQ", WRITABLE},
+                                  {"terms", 1, "lq", WRITABLE}, {"counts", 1, "i", WRITABLE},
+                                  {"distinct", 1, "lq", WRITABLE}};
     PyObject *per_text, *miss, *vocab, *o[N];
-    if (!PyArg_ParseTuple(args, "O!OOO!OOO:index_batch", &PyList_Type, &per_text, &o[TABLE], &miss, &PyDict_Type,
-                          &vocab, &o[TERMS], &o[COUNTS], &o[DISTINCT]))
+    if (!PyArg_ParseTuple(args, "O!OOO!OOOO:index_batch", &PyList_Type, &per_text, &o[TABLE], &miss, &PyDict_Type,
+                          &vocab, &o[KNOWN], &o[TERMS], &o[COUNTS], &o[DISTINCT]))
         return NULL;
     const Py_ssize_t texts = PyList_GET_SIZE(per_text);
     Py_ssize_t total, longest;
     if (count_words(per_text, "index_batch", &total, &longest) < 0)
         return NULL;
     Arg a[N];
-    Table words;
-    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0)
+    Table words, known;
+    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0 || table_of(&a[KNOWN], &known) < 0)
         return release(a, N, 0);
+    if (a[TABLE].view.buf == a[KNOWN].view.buf) {
+        PyErr_SetString(PyExc_ValueError, "index_batch: known must be another word table than table");
+        return release(a, N, 0);
+    }
     if (LEN(a[TERMS]) < total || LEN(a[COUNTS]) < total || LEN(a[DISTINCT]) != texts
         || a[TERMS].view.itemsize != 8 || a[DISTINCT].view.itemsize != 8) {
         PyErr_SetString(PyExc_ValueError, "index_batch: terms (int64) and counts (int32) need room for every word, "
@@ -238,7 +245,11 @@ PyObject *index_batch(PyObject *self, PyObject *args)
             counts[first + table[at]]++;
             if ((packed & 1) && !s->expanded) {  /* later expandable words of the term find it in vocab */
                 s->expanded = 1;
-                ok = offer(vocab, term, word) == 0;
+                const uint64_t *k = find(&known, term | 1ull << 63);   /* (a term hash has 63 bits: never 0) */
+                if (k[0] != (term | 1ull << 63)) {   /* a dict lookup costs a Python int and two cache misses */
+                    ok = offer(vocab, term, word) == 0;
+                    store(&known, term | 1ull << 63, 1);
+                }
             }
         }
         distinct[t] = out - first;
