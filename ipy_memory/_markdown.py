@@ -38,7 +38,14 @@ def parse(text: str) -> list[Section]:
     return _parse_lines(text)
 
 
-def _parse_lines(text: str) -> list[Section]:
+# what a fence, an ATX heading or a setext underline starts with, after at most three spaces
+_MARKS = frozenset("#`~=-")
+
+
+def _parse_lines(text: str, screen: bool = True) -> list[Section]:
+    """The sections of `text`, line by line. With `screen`, a line is matched against the regexes
+    only if its first character after at most three spaces is one they start with (prose lines
+    then cost no regex); without it every regex meets every line (the definition the tests hold it to)."""
     lines = text.splitlines()
     headings: list[tuple[int, int, str]] = []   # (line index, level, title); setext uses the text line
     skip: set[int] = set()                        # underline lines of setext headings
@@ -52,26 +59,29 @@ def _parse_lines(text: str) -> list[Section]:
     para_start = -1                               # first line of the current paragraph, or -1
     for i in range(start, len(lines)):
         line = lines[i]
+        rest = line.lstrip(" ")
+        marked = not screen or (rest[:1] in _MARKS and len(line) - len(rest) <= 3)
         if fence is not None:
-            m = _FENCE.match(line)
+            m = marked and _FENCE.match(line)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip().strip(m.group(1)[0]):
                 fence = None
             continue
-        m = _FENCE.match(line)
-        if m:
-            fence, para_start = m.group(1), -1
-            continue
-        m = _ATX.match(line)
-        if m:
-            headings.append((i, len(m.group(1)), _clean_heading(m.group(2) or "")))
-            para_start = -1
-            continue
-        if _SETEXT.match(line) and para_start >= 0:
-            title = " ".join(ln.strip() for ln in lines[para_start:i])
-            headings.append((para_start, 1 if line.strip()[0] == "=" else 2, _clean_heading(title)))
-            skip.update(range(para_start + 1, i + 1))
-            para_start = -1
-            continue
+        if marked:
+            m = _FENCE.match(line)
+            if m:
+                fence, para_start = m.group(1), -1
+                continue
+            m = _ATX.match(line)
+            if m:
+                headings.append((i, len(m.group(1)), _clean_heading(m.group(2) or "")))
+                para_start = -1
+                continue
+            if _SETEXT.match(line) and para_start >= 0:
+                title = " ".join(ln.strip() for ln in lines[para_start:i])
+                headings.append((para_start, 1 if line.strip()[0] == "=" else 2, _clean_heading(title)))
+                skip.update(range(para_start + 1, i + 1))
+                para_start = -1
+                continue
         if not line.strip() or line.startswith(("    ", "\t")):
             para_start = -1
         elif para_start < 0:
@@ -85,7 +95,8 @@ def _parse_lines(text: str) -> list[Section]:
     stack: list[tuple[int, int]] = []            # (level, section index)
     for n, (i, level, title) in enumerate(headings):
         end = headings[n + 1][0] if n + 1 < len(headings) else len(lines)
-        body = "\n".join(ln for j, ln in enumerate(lines[i + 1:end], i + 1) if j not in skip).strip()
+        own = lines[i + 1:end]                    # (without the underlines of setext headings, if any)
+        body = "\n".join([ln for j, ln in enumerate(own, i + 1) if j not in skip] if skip else own).strip()
         while stack and stack[-1][0] >= level:
             stack.pop()
         parent = stack[-1][1] if stack else -1

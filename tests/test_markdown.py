@@ -18,6 +18,7 @@ def test_atx_tree_and_root():
 
 def test_setext_headings():
     assert paths("Title\n=====\nx\n\nSub\n---\ny") == ["Title", "Title/Sub"]
+    assert [s.body for s in parse("Title\n=====\nx\n\nSub\n---\ny")] == ["x", "y"]     # underlines are not text
     assert paths("two line\nheading\n---") == ["two line heading"]  # CommonMark: the paragraph
 
 
@@ -81,3 +82,20 @@ def test_plain_text_shortcut_with_each_special_character(char, shape):
     from ipy_memory._markdown import _parse_lines
     text = shape.format(char, char, char)
     assert parse(text) == _parse_lines(text)
+
+
+_LINE = st.tuples(st.sampled_from(["", " ", "  ", "   ", "    ", "\t", " \t"]),
+                  st.sampled_from(["#", "##", "#######", "```", "````", "~~~", "===", "---", "- ", "= ", "`x`", "~",
+                                   "", "text", "光"]),
+                  st.sampled_from(["", " A", " b #", "#", " ```", "x", "  ", "/c"])).map("".join)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_LINE, max_size=14), st.sampled_from(["\n", "\r\n", "\n\n"]))
+def test_screened_lines_parse_as_every_regex_on_every_line(lines, sep):
+    """The line pass tests a line's first character (after at most three spaces) before its
+    regexes: the same sections as running them all on every line (fences, headings, setext
+    underlines and indented lines of every shape, inside and outside fences)."""
+    from ipy_memory._markdown import _parse_lines
+    text = sep.join(lines)
+    assert _parse_lines(text) == _parse_lines(text, screen=False)
