@@ -14,6 +14,7 @@ from . import block as _block
 from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
 from ._removal import RemovalMixin
+from ._gcpause import paused as gc_paused
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
 from ._writer import BatchWriter
@@ -157,17 +158,18 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         """Store many memories in one transaction (each a str, or a dict of remember()'s arguments)."""
         if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
-        preps = []
-        for i, item in enumerate(items):
-            if isinstance(item, str):
-                item = {"content": item}
-            if not isinstance(item, dict):
-                raise InvalidArgument(f"item {i} must be a str or a dict with 'content', not {type(item).__name__}")
-            try:
-                preps.append(self._prepare(item))
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"item {i}: {exc}") from None
-        return self._write(preps) if preps else []
+        with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
+            preps = []
+            for i, item in enumerate(items):
+                if isinstance(item, str):
+                    item = {"content": item}
+                if not isinstance(item, dict):
+                    raise InvalidArgument(f"item {i} must be a str or a dict with 'content', not {type(item).__name__}")
+                try:
+                    preps.append(self._prepare(item))
+                except InvalidArgument as exc:
+                    raise InvalidArgument(f"item {i}: {exc}") from None
+            return self._write(preps) if preps else []
 
     @locked
     def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",

@@ -1,0 +1,87 @@
+"""remember_many pauses the cyclic garbage collector: what a bulk write lets go, reference counting
+frees (it makes no cycles), and the collector comes back as it was."""
+
+import gc
+import threading
+
+import pytest
+
+from ipy_memory import Embedder, MemoryEngine
+from ipy_memory._gcpause import paused
+
+
+@pytest.fixture
+def collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+def _varied(n: int, first: int = 0) -> list:
+    items = []
+    for i in range(first, first + n):
+        items += [f"note {i}: the amber lantern sits on shelf {i}",
+                  {"content": f"# Plan {i}\n## Setup\nuse duckdb {i}\n## Risks\nnone yet", "metadata": {"i": i, "tags": ["a"]}},
+                  {"content": f"部署在每天凌晨{i}点进行，模型会自动重新训练。", "importance": 0.9, "ttl": 3600},
+                  {"content": f"note {i}: the amber lantern sits on shelf {i}"},            # an exact duplicate
+                  {"content": f"Note {i - 5} - the amber lantern sits on shelf {i - 5}!"},  # near one stored before
+                  {"content": f"The GPU box {i} is called orion and lives in rack {i}!", "scope": "global"}]
+    return items
+
+
+def test_a_bulk_write_makes_no_reference_cycles(data_dir, collector_on):
+    with MemoryEngine(data_dir, project="p", session="s") as mem:
+        mem.remember_many(_varied(5))                 # indexes loaded, caches warm
+        mem.recall("lantern")                         # a session that has recalled: the indexes follow writes
+        gc.collect()
+        gc.disable()
+        try:
+            results = mem.remember_many(_varied(60, first=5))
+            # every path of a write taken: stored, exact duplicates, near-duplicates of earlier memories
+            assert len(results) == 360 and sum(r.stored for r in results) >= 180
+            assert any(r.deduped for r in results) and any(r.duplicate for r in results)
+            del results
+            assert gc.collect() == 0                  # nothing for the collector: no cycle was made
+        finally:
+            gc.enable()
+
+
+def test_the_collector_is_paused_during_the_batch_and_restored(data_dir, collector_on):
+    seen = []
+
+    class Watching(Embedder):       # an embedder that notes whether the collector runs while it is called
+        name, dim = "watching-v1", 8
+
+        def _embed(self, texts):
+            seen.append(gc.isenabled())
+            return [[1.0] + [0.0] * 7 for _ in texts]
+    with MemoryEngine(data_dir, project="p", embedder=Watching()) as mem:
+        mem.remember_many(["first", "second"])
+        assert seen == [False] and gc.isenabled()
+        gc.disable()                                  # a program that keeps it off...
+        mem.remember_many(["third"])
+        assert not gc.isenabled()                     # ...keeps it off
+        gc.enable()
+        with pytest.raises(Exception):
+            mem.remember_many(["fine", 42])           # a failing batch restores it too
+        assert gc.isenabled()
+
+
+def test_overlapping_pauses_restore_the_collector_when_the_last_ends(collector_on):
+    first_in, release = threading.Event(), threading.Event()
+
+    def hold():
+        with paused():
+            first_in.set()
+            release.wait()
+    t = threading.Thread(target=hold)
+    t.start()
+    first_in.wait()
+    with paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()                         # the other pause is still on
+    release.set()
+    t.join()
+    assert gc.isenabled()
