@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Recall of the duplicate check's lexical pool (ipy_memory._writer.lexical_pool) on near-duplicates.
+"""Recall of the duplicate check's lexical pool (ipy_memory._dedup.lexical_pool) on near-duplicates.
 
     python benchmarks/dedup_pool.py              # 3,000 memories x 11 variants, both ways (~2 min)
     python benchmarks/dedup_pool.py --n 50       # a smoke test
@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 from _synth import Corpus  # noqa: E402
 from ipy_memory import _text  # noqa: E402
-from ipy_memory._writer import _features, rarest_held  # noqa: E402
+from ipy_memory._dedup import _features, rarest_held  # noqa: E402
 from ipy_memory.embeddings.hashing import HashEmbedder  # noqa: E402
 
 

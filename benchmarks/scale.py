@@ -221,7 +221,7 @@ class IpyMemory(System):
         self.emb = inner                  # the query-embedding timing uses it as the inserts left it
 
         class TimedHash(Embedder):
-            name, dim, semantic = inner.name, inner.dim, False
+            name, dim, semantic, cheap = inner.name, inner.dim, False, inner.cheap
 
             def embed(self, texts):
                 return timer.call(inner.embed, texts)

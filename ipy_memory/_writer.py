@@ -8,19 +8,14 @@ from itertools import accumulate
 
 import numpy as np
 
-from . import _text
 from ._validate import json_encoder
 from ._ingest import Prepared
 from .errors import NotFound
 from .lexical import NodeRow
-from .models import Memory, RememberResult
-from .store import encode_rows
-from ._topk import unique
+from .models import RememberResult
+from ._dedup import semantic_duplicate
+from .store import DOC_COLS, encode_rows, memory_row
 from ._threads import Worker
-
-DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
-            "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
-            "expires_at, tier, metadata")
 
 
 # A batch of at least this many sections inserts them from a second thread while the indexes take
@@ -43,6 +38,15 @@ _EXISTING_SQL = (f"SELECT {DOC_COLS}, content_hash FROM documents WHERE substr(c
 _json_sql: bool | None = None        # whether this process's SQLite has the JSON functions and ->> (3.38)
 
 
+def embeds_in_transaction(embedder, preps: list[Prepared]) -> bool:
+    """Whether a batch's vectors are computed inside its transaction, while the second thread
+    inserts its documents (BatchWriter.insert_documents), rather than before it: a cheap embedder
+    (no network, no model, no embedding cache in SQLite), new forced documents (no duplicate check
+    needs the vectors first), enough sections to be inserted beside the indexing."""
+    return (embedder.cheap and not embedder.semantic and all(p.force and not p.replace for p in preps)
+            and sum(len(p.nodes) for p in preps) >= OVERLAP_MIN_NODES)
+
+
 def _json_inserts(db) -> bool:
     global _json_sql
     if _json_sql is None:
@@ -60,152 +64,21 @@ def _exact_in_json(db, values: set[float]) -> bool:
     return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (json_encoder().encode(values),))] == values
 
 
+def _insert_documents(db, docs: str, now: float) -> None:
+    db.execute(_DOCS_SQL, (docs, now))
+
+
 def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, vecs: bytes, width: int,
                      changes: str) -> int:
     """What flush inserts (the documents unless done already) as one statement a table; the last
     change's seq. (The caller encodes: each time this thread wants the GIL back it may wait a
     switch interval.)"""
     if docs is not None:
-        db.execute(_DOCS_SQL, (docs, now))
+        _insert_documents(db, docs, now)
     db.execute(_NODES_SQL, (nodes,))
     db.execute(_VECTORS_SQL, (keys, vecs, width))
     db.execute(_CHANGES_SQL, (changes,))
     return db.execute("SELECT max(seq) FROM changes").fetchone()[0]
-
-
-def memory_row(row) -> Memory:
-    return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
-
-
-def semantic_duplicate(engine, db, p: Prepared, now: float) -> tuple[Memory, float] | None:
-    """The most similar existing memory of the space if its whole-document similarity reaches
-    `dedup_threshold`. Documents are compared as the normalised sum of their sections' vectors;
-    candidates come from the nearest sections of the new document's sum and of its first sections
-    (one section of a long document is far from the sum, so it cannot serve as the only probe)."""
-    shard = engine.shards.get(p.space)
-    if not len(shard.vec):
-        return None
-    docvec = p.vectors.sum(axis=0)
-    norm = float(np.linalg.norm(docvec))
-    if norm == 0:
-        return None
-    docvec /= norm
-    probes = np.vstack([docvec[None], p.vectors[:8]])
-    pool = None if engine.embedder.semantic else lexical_pool(shard, p, engine.settings.exact_threshold)
-    if pool is None:
-        found = [f[0] for f in shard.vec.search_many(probes, 5)]
-    else:   # the same nearest sections, among those that share a rare term with the new document
-        sims = shard.vec.dots_many(pool, probes)
-        found = [pool[np.argsort(-row, kind="stable")[:5]] for row in sims]
-    keys = {int(k) for k in found[0]} | {int(k) for f in found[1:] for k in f[:3]}
-    if not keys:
-        return None
-    marks = ",".join("?" * len(keys))
-    docs = [r[0] for r in db.execute(f"SELECT DISTINCT document_id FROM nodes WHERE key IN ({marks})", list(keys))]
-    best = None
-    for doc_id in docs:
-        nkeys = [r[0] for r in db.execute("SELECT key FROM nodes WHERE document_id = ?", (doc_id,))]
-        other = shard.vec.get(nkeys).sum(axis=0)
-        n = float(np.linalg.norm(other))
-        sim = float(other @ docvec / n) if n else 0.0
-        if sim >= engine.settings.dedup_threshold and (best is None or sim > best[1]):
-            row = db.execute(f"SELECT {DOC_COLS} FROM documents WHERE id = ? AND "
-                             "(expires_at IS NULL OR expires_at > ?)", (doc_id, now)).fetchone()
-            if row:
-                best = (memory_row(row), sim)
-    return best
-
-
-def lexical_pool(shard, p: Prepared, threshold: int) -> np.ndarray | None:
-    """Keys of the sections that may be near-duplicates of the document, or None (search the vectors).
-    A near-duplicate shares index terms with it: in a small space, every section holding one of them
-    is a candidate (by the vectors alone, "ααααα" was a duplicate of "αααααα", with which it shares
-    letter n-grams but no word, so neither its own text nor the other found it again).
-
-    The hashing embedder hashes each word with its letter 3-5-grams (a CJK character bigram alone),
-    so a term weighs about as many features in the vector as `_features` says. A document at cosine
-    >= dedup_threshold (0.92) lacks less than a fifth of the new one's feature mass (an exact bound
-    for a subset is 0.154). So it holds one of the rarest terms that together weigh a fifth (and at
-    least 4 of them), whose postings are usually short; and two of a set whose weight without its
-    heaviest term reaches a fifth (and of at least 4), when those postings are long. Counting terms instead of
-    weights missed near-duplicates that gained a Chinese sentence: many light bigram terms. Either
-    pool costs far less than an exact scan of a large space (1.5M sections: ~200 ms); the scan
-    remains for pools larger than that."""
-    weight = {_text.term_hash(t): _features(t) for n in p.nodes for t in _text.terms(f"{n.title} {n.body}")}
-    lists = sorted((len(post[0]), h, post[0]) for h in weight if (post := shard.lex.post.get(h)) is not None)
-    if not lists:
-        return np.zeros(0, np.int64)      # no term in common: nothing can be that close
-    if len(shard.vec) < threshold:        # small: every section that holds one of its terms
-        slots = unique(np.concatenate([s for _, _, s in lists]))
-    elif (slots := _rare_term_slots(shard, weight, lists)) is None:
-        return None
-    slots = slots[shard.lex.alive.view[slots]]
-    return shard.lex.keys.view[slots]
-
-
-def _rare_term_slots(shard, weight: dict, lists: list) -> np.ndarray | None:
-    """lexical_pool's sections of a large space (the rules in its docstring), or None."""
-    fifth = sum(weight.values()) / 5
-    cum = np.cumsum([weight[h] for _, h, _ in lists])
-    one = rarest_held(cum, fifth)                                            # holds one of lists[:one]
-    # above this many postings the two-of rule gives a far smaller pool: rescoring 100k sections' vectors
-    # took ~200 ms at 1.5M sections, twice an exact scan (single-insert p95 at 1M: 106 -> 40 ms with 1/32)
-    small = max(4096, len(shard.vec) // 32)
-    if sum(n for n, _, _ in lists[:one]) <= small:
-        return held_enough(shard, [weight[h] for _, h, _ in lists[:one]], [s for _, _, s in lists[:one]], fifth)
-    heaviest = np.maximum.accumulate([weight[h] for _, h, _ in lists])
-    two = max(4, int(np.searchsorted(cum - heaviest, fifth)) + 1)            # holds two of lists[:two]
-    if two > len(lists) or sum(n for n, _, _ in lists[:two]) > 2 * len(shard.vec):
-        return None
-    found, _, count, slots = _per_document(shard, [s for _, _, s in lists[:two]], [1.0] * two)
-    slots = _sections(shard, slots, found[count >= 2])              # only common words: two or more
-    return None if len(slots) > small else slots
-
-
-def rarest_held(cum, fifth: float, floor: int = 4) -> int:
-    """How many of the rarest terms (cumulative feature weights `cum`) a near-duplicate holds one of:
-    those that weigh a fifth of the document, and at least `floor` (benchmarks/dedup_pool.py)."""
-    return max(min(floor, len(cum)), int(np.searchsorted(cum, fifth)) + 1)
-
-
-def held_enough(shard, weights: list[float], lists: list[np.ndarray], fifth: float) -> np.ndarray:
-    """The slots of `lists` (postings of the document's terms, weights `weights`) whose document does
-    not lack three fifths of the document's weight among these terms. (`rarest_held`'s floor can
-    gather common words' long postings for a short memory, where most sections hold one of its
-    words.) A near-duplicate's vector lacks less than a fifth of the feature mass, but counted over
-    terms it can lack more: a misspelt word is another term sharing most of its n-grams (up to 0.44
-    of the weight on 60k synthetic pairs, benchmarks/dedup_pool.py), hence three fifths. Counted per
-    document, not per section: a document's terms may be spread over its sections."""
-    total = sum(weights)
-    if total < 3 * fifth or sum(len(x) for x in lists) <= 4096:   # nothing can lack that much, or few to rescore
-        return unique(np.concatenate(lists))
-    found, held, _, slots = _per_document(shard, lists, weights)
-    return _sections(shard, slots, found[held > total - 3 * fifth])
-
-
-def _per_document(shard, lists: list[np.ndarray], weights: list[float]):
-    """The documents holding any of the lists' terms, the weight of those terms each holds and how
-    many of them, and every slot of the lists: (documents, weights, counts, slots)."""
-    slots = np.concatenate(lists)
-    docs = shard.lex.doc.view[slots].astype(np.int64)
-    pairs = unique(docs * len(lists) + np.repeat(np.arange(len(lists)), [len(x) for x in lists]))
-    docs = pairs // len(lists)                                           # one (document, term) each,
-    first = np.r_[True, docs[1:] != docs[:-1]]                          # sorted by document
-    found, at = docs[first], np.cumsum(first) - 1
-    held = np.bincount(at, np.asarray(weights, np.float64)[pairs % len(lists)], len(found))
-    return found, held, np.bincount(at, minlength=len(found)), slots
-
-
-def _sections(shard, slots: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """The distinct slots among `slots` whose document is one of `docs`."""
-    wanted = np.zeros(shard.lex.doc_len.size, bool)
-    wanted[docs] = True
-    return unique(slots[wanted[shard.lex.doc.view[slots]]])
-
-
-def _features(term: str) -> int:
-    """About how many hashed features the word behind an index term gets (HashEmbedder)."""
-    return 1 if _text.is_cjk(term) else 1 + 3 * len(term)
 
 
 def new_ids(db, count: int) -> list[str]:
@@ -236,6 +109,8 @@ class BatchWriter:
         self.next_key = max(self.next_key) + 1
         self.redactions = 0
         self.indexed = False     # whether the indexes took the batch before its commit (flush_beside_indexing)
+        self.later: list[tuple[Prepared, str, float | None]] = []   # documents whose sections wait for vectors
+        self._docs_task = None   # the documents' insert on the second thread (insert_documents)
 
     def _existing(self, preps: list[Prepared]) -> dict[tuple[str, str], tuple]:
         wanted: dict[str, set[str]] = {}
@@ -255,8 +130,9 @@ class BatchWriter:
     def write(self, preps: list[Prepared]) -> list[RememberResult]:
         """The batch's rows, held for flush_beside_indexing (a replacement flushes what precedes it)."""
         existing, seen, results = self._existing(preps), {}, []
-        # every vector of the batch in float16 at once: as stored, and as the index keeps it
-        half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps else None
+        # every vector of the batch in float16 at once: as stored, and as the index keeps it (None:
+        # vectors come later, add_sections; only for new documents written without a duplicate check)
+        half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps[0].vectors is not None else None
         starts = [0, *accumulate(len(p.nodes) for p in preps)]
         fresh = None
         for j, p in enumerate(preps):
@@ -280,12 +156,19 @@ class BatchWriter:
             if p.replace is None and fresh is None:
                 fresh = iter(new_ids(self.db, len(preps) - j))   # (duplicates' ids go unused)
             doc_id = p.replace or next(fresh)
-            self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
+            if half is None:
+                if p.replace is not None or not p.force:
+                    raise ValueError("a document written before its vectors must be new and forced")
+                self._document(p, doc_id, expires, None)
+                self.later.append((p, doc_id, expires))
+            else:
+                self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
             seen[(p.space, p.hash)] = doc_id
             results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
         return results
 
-    def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
+    def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray | None) -> None:
+        """The document's row (or its replacement), and its sections' unless `half` is None."""
         meta = p.metadata_json
         if meta is None and p.metadata is not None:
             meta = json.dumps(p.metadata, ensure_ascii=False)
@@ -305,6 +188,20 @@ class BatchWriter:
                        (*row, self.now, self.now, expires, doc_id))
         else:
             self.docs.append((doc_id, *row, self.now, self.now, self.now, expires))
+        if half is not None:
+            self._sections(p, doc_id, expires, half)
+        self.redactions += p.redactions
+
+    def add_sections(self, vecs: np.ndarray) -> None:
+        """The sections of the documents written without vectors (`later`), given their vectors in
+        order (those of Prepared.embedding_texts of each)."""
+        half, at = vecs.astype(np.float16), 0
+        for p, doc_id, expires in self.later:
+            self._sections(p, doc_id, expires, half[at:at + len(p.nodes)])
+            at += len(p.nodes)
+        self.later = []
+
+    def _sections(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
         for node, vec, blob in zip(p.nodes, half, encode_rows(half)):
             key = self.next_key
             self.next_key += 1
@@ -315,7 +212,6 @@ class BatchWriter:
             if p.replace is None:     # (a replaced document keeps its tier, which only SQLite knows)
                 self.written[key] = (NodeRow(key, doc_id, node.ord, len(p.nodes), node.title, node.body,
                                              self.e.session, self.now, p.importance, expires), vec)
-        self.redactions += p.redactions
 
     def flush(self) -> None:
         db = self.db
@@ -333,36 +229,66 @@ class BatchWriter:
                        "value = CAST(value AS INTEGER) + excluded.value", (self.redactions,))
         self.docs, self.nodes, self.vecs, self.changes, self.redactions = [], [], [], [], 0
 
+    def _beside(self, shards, nodes: int) -> bool:
+        """Whether a batch of `nodes` new sections is inserted from the second thread while the
+        indexes take it (flush_beside_indexing): large, no replacement, nothing the indexes have not
+        seen, JSON in this SQLite."""
+        return (nodes >= OVERLAP_MIN_NODES and len(self.written) == len(self.nodes) and not shards.checks.pending
+                and _json_inserts(self.db) and self.e.store.max_seq() == shards.seq)
+
+    def _documents_json(self) -> str | None:
+        """The documents (rows as _document makes them) as JSON for _DOCS_SQL, taken from `docs`;
+        None (they stay) unless SQLite reads importance and expiry back from JSON exactly. Created,
+        updated and accessed (11-13) are `now`, bound."""
+        docs = self.docs
+        if not docs or not _exact_in_json(self.db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
+            return None
+        self.docs = []
+        return json_encoder().encode([d[:11] + d[14:] for d in docs])
+
+    def insert_documents(self, shards) -> None:
+        """Start inserting the documents written without vectors (`later`) on the second thread
+        while the caller computes those vectors, if the batch will be inserted there anyway (the
+        caller holds the connection back until flush_beside_indexing or settle)."""
+        if self.later and self._beside(shards, sum(len(p.nodes) for p, _, _ in self.later)):
+            docs = self._documents_json()
+            if docs is not None:
+                self._docs_task = _INSERTER.submit(_insert_documents, self.db, docs, self.now)
+
+    def settle(self, check: bool = True) -> None:
+        """Wait for the documents' insert (insert_documents), an interrupt included: the connection
+        is the second thread's until then. Its error is raised if `check`."""
+        task, self._docs_task = self._docs_task, None
+        if task is not None:
+            task.finish()
+            if check:
+                task.result()
+
     def flush_beside_indexing(self, shards) -> int | None:
         """flush(), with a large batch's sections inserted by a second thread while the indexes take
         them here (`shards`: what Shards.sync would do with `written` after the commit). Returns the
         last change's seq, or None when it only flushed: a small batch, a replacement, changes the
         indexes have not seen, no JSON in this SQLite. If this raises or the commit fails, the
         caller unloads the indexes of the batch's spaces (`indexed`): they hold uncommitted rows."""
-        db = self.db
+        early = self._docs_task is not None          # (its conditions were checked then, in this transaction)
         widths = {len(b) for _, b in self.vecs}
-        if (len(self.nodes) < OVERLAP_MIN_NODES or len(self.written) != len(self.nodes) or len(widths) != 1
-                or shards.checks.pending or not _json_inserts(db)
-                or self.e.store.max_seq() != shards.seq):
+        if not early and (len(widths) != 1 or not self._beside(shards, len(self.nodes))):
             self.flush()
             return None
-        docs, nodes, vecs, changes = self.docs, self.nodes, self.vecs, self.changes
+        nodes, vecs, changes = self.nodes, self.vecs, self.changes
         self.nodes, self.vecs, self.changes = [], [], []
-        # documents (rows as _document makes them): created, updated and accessed (11-13) are `now`,
-        # bound; importance (9) and expiry (14) pass through JSON if SQLite reads them back exactly,
-        # else the documents are inserted here with binds
+        docs = None if early else self._documents_json()
+        if not early:
+            self.flush()              # what is left: documents with binds (parents of the nodes), meta
         encode = json_encoder().encode
-        if docs and _exact_in_json(db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
-            self.docs, docs = [], encode([d[:11] + d[14:] for d in docs])
-        else:
-            docs = None
-        self.flush()                  # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.submit(_insert_sections, db, docs, self.now, encode(nodes), encode([k for k, _ in vecs]),
+        task = _INSERTER.submit(_insert_sections, self.db, docs, self.now, encode(nodes), encode([k for k, _ in vecs]),
                                 b"".join(b for _, b in vecs), widths.pop(), encode(changes))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)
         finally:
             task.finish()             # (the connection is the thread's until then)
-        return task.result()
-
+        self.settle()
+        seq = task.result()
+        self.flush()                  # (early: the meta left)
+        return seq

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
+
 from . import _validate as v
 from . import block as _block
 from ._background import BackgroundMixin
@@ -17,7 +19,7 @@ from ._removal import RemovalMixin
 from ._gcpause import paused as gc_paused
 from ._locking import locked
 from ._ingest import Prepared, prepare, prepare_exchange
-from ._writer import BatchWriter
+from ._writer import BatchWriter, embeds_in_transaction
 from ._expand import embed_new_words, expansion
 from ._recall import Candidate, rank
 from ._shards import Shards
@@ -29,8 +31,8 @@ from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
 from .store import NODE_SELECT, Store
 
-from ._writer import DOC_COLS as _DOC_COLS
-from ._writer import memory_row as _memory
+from .store import DOC_COLS as _DOC_COLS
+from .store import memory_row as _memory
 
 
 class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin):
@@ -195,14 +197,13 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         self._flush_accesses()
         now = self.clock()
         context = self.settings.embed_context_chars if self.embedder.semantic else 0
-        texts = [t for p in preps for t in p.embedding_texts(context)]
         self._check_epoch()
-        vecs = self._embed_texts(texts)            # before the transaction: a failed call writes nothing
-        embed_new_words(self, (n.body for p in preps for n in p.nodes))   # for query expansion
-        offset = 0
-        for p in preps:
-            p.vectors = vecs[offset: offset + len(p.nodes)]
-            offset += len(p.nodes)
+        inline = embeds_in_transaction(self.embedder, preps)
+        if not inline:
+            vecs = self._embed_texts([t for p in preps for t in p.embedding_texts(context)])   # a failure writes nothing
+            embed_new_words(self, (n.body for p in preps for n in p.nodes))   # for query expansion
+            for p, v in zip(preps, np.split(vecs, np.cumsum([len(p.nodes) for p in preps])[:-1])):
+                p.vectors = v
         self.shards.sync()
         for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
             if not p.force:
@@ -211,9 +212,17 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         try:
             with self.store.write() as db:
                 writer = BatchWriter(self, db, now)
-                results = writer.write(preps)
-                self._flush_embed_cache(db)
-                seq = writer.flush_beside_indexing(self.shards)
+                try:
+                    results = writer.write(preps)
+                    if inline:
+                        writer.insert_documents(self.shards)
+                        writer.add_sections(self._embed_texts([t for p, _, _ in writer.later
+                                                               for t in p.embedding_texts(context)]))
+                    self._flush_embed_cache(db)
+                    seq = writer.flush_beside_indexing(self.shards)
+                except BaseException:
+                    writer.settle(check=False)      # the second thread is done with the connection: then roll back
+                    raise
         except BaseException:
             if writer is not None and writer.indexed:      # they hold rows that were never committed
                 self.shards.unload({p.space for p in preps})
@@ -224,35 +233,6 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             self.shards.seq = seq
         self._maybe_purge(now)
         return results
-
-    @locked
-    def backup(self, path: str | os.PathLike) -> dict:
-        """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
-        self._check_open()
-        self._flush_accesses()
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgument("backup(path) takes a file path")
-        target = Path(path).expanduser().resolve()
-        if target == self.store.path.resolve():
-            raise InvalidArgument("backup path is the live database itself: choose another file")
-        if target.is_dir():
-            raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
-        import sqlite3
-        tmp = target.with_name(f".{target.name}.partial")
-        try:
-            dst = sqlite3.connect(tmp)
-            with self.store.lock:
-                self.store.db.backup(dst)
-            # A restored backup is a different store: index snapshots of the live one must not match it.
-            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
-            dst.commit()
-            dst.close()
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        except (OSError, sqlite3.Error) as exc:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"backup to {target} failed: {exc}") from exc
-        return {"path": str(target), "bytes": target.stat().st_size}
 
     # ------------------------------------------------------------------------------ reading
     @locked

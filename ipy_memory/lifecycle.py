@@ -1,4 +1,4 @@
-"""Keeping a store healthy over months: consolidation (dream), tiers and rotation, compaction.
+"""Keeping a store healthy over months: consolidation (dream), tiers and rotation, compaction, backups.
 
 Everything here works through SQLite (the source of truth) and the change log, so other kernels
 see the result on their next call. The only schema this module owns is the `edges` table, created
@@ -8,6 +8,7 @@ lazily (IF NOT EXISTS) because store.py's schema is the engine's.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 from . import _validate as v
 from ._log import log
 from .config import DAY
-from .errors import InvalidArgument, ReadOnlyError
+from .errors import InvalidArgument, ReadOnlyError, StorageError
 from .store import decode_vecs
 from ._access import AccessMixin
 from ._locking import locked
@@ -291,7 +292,35 @@ class LifecycleMixin(AccessMixin):
             (doc_id, ord_ or 0, limit))
         return [{"id": f"{d}#{o}", "document_id": d, "title": t, "weight": w} for d, o, t, w in rows]
 
-    # ------------------------------------------------------------------------------ compaction
+    # ------------------------------------------------------------------------------ backup and compaction
+    @locked
+    def backup(self, path: str | os.PathLike) -> dict:
+        """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
+        self._check_open()
+        self._flush_accesses()
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgument("backup(path) takes a file path")
+        target = Path(path).expanduser().resolve()
+        if target == self.store.path.resolve():
+            raise InvalidArgument("backup path is the live database itself: choose another file")
+        if target.is_dir():
+            raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
+        tmp = target.with_name(f".{target.name}.partial")
+        try:
+            dst = sqlite3.connect(tmp)
+            with self.store.lock:
+                self.store.db.backup(dst)
+            # A restored backup is a different store: index snapshots of the live one must not match it.
+            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
+            dst.commit()
+            dst.close()
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        except (OSError, sqlite3.Error) as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"backup to {target} failed: {exc}") from exc
+        return {"path": str(target), "bytes": target.stat().st_size}
+
     @locked
     def compact(self, *, vacuum: bool = True) -> dict:
         """Purge expired memories, rebuild indexes that hold tombstones, then VACUUM the database.

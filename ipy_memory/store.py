@@ -14,6 +14,7 @@ Smaller writes keep SQLite's own checkpoints, which also catch up if the backgro
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -26,6 +27,7 @@ import numpy as np
 from ._log import log
 from ._threads import Task, Worker
 from .errors import ReadOnlyError, StorageError
+from .models import Memory
 
 SCHEMA_VERSION = 1
 DB_NAME = "memory.sqlite3"
@@ -71,6 +73,16 @@ SELECT n.key, n.document_id, n.ord, (SELECT count(*) FROM nodes m WHERE m.docume
        d.created_at, d.importance, d.expires_at, d.metadata, d.title
 FROM nodes n JOIN documents d ON d.id = n.document_id
 """
+
+
+# a document as a Memory (memory_row): its columns, with its number of sections
+DOC_COLS = ("id, title, content, scope, project, session, space, kind, importance, "
+            "(SELECT count(*) FROM nodes n WHERE n.document_id = documents.id), created_at, updated_at, "
+            "expires_at, tier, metadata")
+
+
+def memory_row(row) -> Memory:
+    return Memory(*row[:14], metadata=json.loads(row[14]) if row[14] else None)
 
 
 AUTOCHECKPOINT_PAGES = 1000             # SQLite's default, set explicitly: it is restored after a large commit

@@ -343,7 +343,7 @@ def test_large_duplicate_pools_keep_documents_holding_enough_of_the_terms_across
     copies: held weight is counted per document, since a document spreads its terms over sections."""
     from types import SimpleNamespace
     from ipy_memory._text import term_hash
-    from ipy_memory._writer import _features, held_enough
+    from ipy_memory._dedup import _features, held_enough
     from ipy_memory.lexical import LexicalShard, NodeRow
     lex = LexicalShard(Settings())
     lex.add([NodeRow(i, f"m{i}", 0, 1, "", f"kernel filler{i}", "s", 0.0, 0.5, None) for i in range(5000)]
@@ -363,7 +363,7 @@ def test_duplicate_pool_of_common_words_counts_terms_per_document():
     """When the pool is drawn from common words (a near-duplicate holds two of them), holding is
     counted per document: a document may hold the two words in different sections."""
     from types import SimpleNamespace
-    from ipy_memory._writer import lexical_pool
+    from ipy_memory._dedup import lexical_pool
     from ipy_memory.lexical import LexicalShard, NodeRow
     lex, key = LexicalShard(Settings()), 0
     rows = []

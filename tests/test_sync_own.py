@@ -6,12 +6,14 @@ same indexes, and nothing left in either when the insert, the indexing or the co
 
 import contextlib
 import sqlite3
+import time
 
 import numpy as np
 import pytest
 
-from ipy_memory import MemoryEngine, Settings, StorageError
+from ipy_memory import Embedder, EmbeddingError, MemoryEngine, Settings, StorageError
 from ipy_memory import _shards, _writer
+from ipy_memory.embeddings.hashing import HashEmbedder
 
 HYBRID = Settings().with_(vector_weight_hash=0.5)      # the vectors are loaded (and kept up to date) too
 
@@ -173,8 +175,10 @@ def test_overlapped_batches_store_the_rows_the_serial_path_stores(tmp_path, monk
         assert serial[6] == other[6]
 
 
-@pytest.mark.parametrize("fails", ["insert", "indexing", "commit"])
+@pytest.mark.parametrize("fails", ["insert", "indexing", "commit", "documents", "embedding"])
 def test_a_failed_overlapped_batch_leaves_nothing_in_the_store_or_the_indexes(tmp_path, monkeypatch, clock, fails):
+    """(The hashing embedder is cheap: these forced batches are embedded in the transaction while
+    the documents are inserted, which fail in "documents", and the embedding in "embedding".)"""
     monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", 1)
     with MemoryEngine(tmp_path, project="p", session="s1", settings=HYBRID, clock=lambda: clock[0]) as mem:
         mem.remember_many([{"content": f"old note {i} about kelp", "force": True} for i in range(20)])
@@ -193,6 +197,26 @@ def test_a_failed_overlapped_batch_leaves_nothing_in_the_store_or_the_indexes(tm
             if fails == "indexing":
                 raise KeyboardInterrupt       # ... when the interrupt comes
 
+        real_documents, real_embed = _writer._insert_documents, HashEmbedder._embed
+
+        def documents(*a):
+            real_documents(*a)
+            raise sqlite3.OperationalError("disk I/O error")
+
+        def slow_documents(*a):               # still under way when the embedding fails: the rollback waits
+            time.sleep(0.2)
+            real_documents(*a)
+
+        def embed(self, texts):
+            if len(texts) > 1 and any("walrus" in t for t in texts):       # the batch, not a query
+                raise RuntimeError("out of memory")
+            return real_embed(self, texts)
+        if fails == "documents":
+            monkeypatch.setattr(_writer, "_insert_documents", documents)
+        if fails == "embedding":
+            monkeypatch.setattr(_writer, "_insert_documents", slow_documents)
+            monkeypatch.setattr(HashEmbedder, "_embed", embed)
+
         real_write = mem.store.write
 
         @contextlib.contextmanager
@@ -205,15 +229,77 @@ def test_a_failed_overlapped_batch_leaves_nothing_in_the_store_or_the_indexes(tm
         if fails == "commit":
             mem.store.write = failing_commit
         batch = [{"content": f"lost walrus note {i}", "force": True} for i in range(30)]
-        with pytest.raises(KeyboardInterrupt if fails == "indexing" else StorageError):
+        raised = {"indexing": KeyboardInterrupt, "embedding": EmbeddingError}.get(fails, StorageError)
+        with pytest.raises(raised):
             mem.remember_many(batch)
+        _writer._INSERTER.submit(lambda: None).result()           # whatever the second thread had left is done
         mem.store.write = real_write
-        assert "project:p" not in mem.shards.loaded               # unloaded: it held the lost rows
+        if fails in ("insert", "indexing", "commit"):
+            assert "project:p" not in mem.shards.loaded           # unloaded: it held the lost rows
         assert _stored(mem) == before and mem.shards.seq == before[3][1]
         assert not any("walrus" in h.text for h in mem.recall("walrus", limit=50).hits)
         assert [h.id for h in mem.recall("kelp note")] == hits
-        monkeypatch.setattr(_writer, "_insert_sections", real_insert)
-        monkeypatch.setattr(_shards.Shards, "take_own", real_take)
+        monkeypatch.undo()
         mem.remember_many(batch)                                  # the connection and the indexes work on
         assert sum("walrus" in h.text for h in mem.recall("walrus", limit=50).hits) == 30
         assert _stored(mem)[0] == before[0] + 30
+
+
+class _Watched(Embedder):
+    """The hashing embedder, noting whether the write transaction was open at each call; `cheap`
+    as given (its vectors are the same either way)."""
+
+    def __init__(self, mem_box: list, cheap: bool, semantic: bool = False):
+        self.inner, self.box, self.in_transaction = HashEmbedder(), mem_box, []
+        self.name, self.dim, self.cheap, self.semantic = self.inner.name, self.inner.dim, cheap, semantic
+
+    def _embed(self, texts):
+        self.in_transaction.append(self.box[0].store.db.in_transaction)
+        return self.inner._embed(texts)
+
+
+def test_a_cheap_embedders_forced_batch_is_embedded_beside_the_documents_insert(tmp_path, monkeypatch, clock):
+    """Embedded inside the transaction while the second thread inserts the documents: the same
+    rows and indexes as embedding first; any other batch embeds before the transaction."""
+    early, real = [], _writer._insert_sections        # whether the documents went in before the sections
+    monkeypatch.setattr(_writer, "_insert_sections", lambda db, docs, *a: early.append(docs is None) or real(db, docs, *a))
+    monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", 20)
+    items = [dict(i, metadata={"i": n}) for n, i in enumerate(next(batches()))]
+    state = {}
+    for cheap in (False, True):
+        box = []
+        emb = _Watched(box, cheap)
+        with MemoryEngine(tmp_path / str(cheap), project="p", session="s1", settings=HYBRID, embedder=emb,
+                          clock=lambda: clock[0]) as mem:
+            box.append(mem)
+            mem.recall("kelp")
+            emb.in_transaction.clear()                            # (a hybrid recall embeds its query)
+            mem.remember_many(items[:10])                         # too small: embedded first
+            mem.remember_many(items[10:] + [dict(items[0], content=items[0]["content"] + "!")])   # (one new exactly)
+            calls = list(emb.in_transaction)
+            q = mem.store.query
+            state[cheap] = (q("SELECT content, metadata, importance, expires_at FROM documents ORDER BY id"),
+                            q("SELECT v.vec FROM vectors v ORDER BY node_key"), index_state(mem),
+                            [h.text for h in mem.recall("kelp tide")], calls)
+    assert state[False][4] == [False, False] and state[True][4] == [False, True]
+    assert early == [False, True]                         # (the small batches were inserted serially)
+    assert state[False][:2] == state[True][:2] and state[False][3] == state[True][3]
+    state[False][2][0].pop("doc_ids"), state[True][2][0].pop("doc_ids")    # (time-ordered ids: each store its own)
+    same(state[False][2], state[True][2])
+
+
+@pytest.mark.parametrize("case", ["semantic", "unforced", "replace"])
+def test_other_batches_embed_before_the_transaction(tmp_path, monkeypatch, case):
+    monkeypatch.setattr(_writer, "OVERLAP_MIN_NODES", 1)
+    box = []
+    emb = _Watched(box, cheap=True, semantic=case == "semantic")
+    with MemoryEngine(tmp_path, project="p", embedder=emb) as mem:
+        box.append(mem)
+        first = mem.remember("a note about the harbour")
+        items = [{"content": f"note {i} on kelp and tides", "force": case != "unforced"} for i in range(30)]
+        if case == "replace":
+            items.append({"content": "the harbour note, rewritten", "replace": first.id, "force": True})
+        emb.in_transaction.clear()
+        mem.remember_many(items)
+        assert emb.in_transaction and not any(emb.in_transaction)
+        assert mem.stats()["documents"] == 31

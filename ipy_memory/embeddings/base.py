@@ -22,6 +22,10 @@ class Embedder:
     #: True when the vectors are good enough to rank by (a real model); the hashing embedder is
     #: only a lexical echo, so recall gives it a small weight by default (see Settings).
     semantic: bool = False
+    #: True when embedding a batch costs about what storing it does (no network, no model): the
+    #: engine may then embed a large forced batch while it holds the write lock, beside the
+    #: documents' insert (a remote or model embedder must never hold it that long).
+    cheap: bool = False
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)

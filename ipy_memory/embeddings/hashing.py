@@ -44,6 +44,7 @@ class HashEmbedder(Embedder):
     """Words + word bigrams + char 3-5-grams, stop-words dropped, log tf, signed hashing, L2-norm."""
 
     semantic = False
+    cheap = True
 
     def __init__(self, dim: int = 384, *, char_ngrams: tuple[int, ...] = (3, 4, 5), cache_size: int = 500_000):
         self.dim = int(dim)
