@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-test bench bench-quick locomo clean
+.PHONY: demo test install install-test bench bench-1m bench-quick locomo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,28 @@ test: $(VENV)/.installed-test
 bench-quick: $(VENV)/.installed-test
 	$(PY) benchmarks/scale.py --quick
 
+# The scale benchmark against its peers (ChromaDB, sqlite-vec on sqlean.py's SQLite, numpy): the
+# `bench` extra goes into a venv of its own, never the package's. Results go to bench-out/.
+BENCH_VENV := .venv-bench
+BENCH_PY   := $(BENCH_VENV)/bin/python
+
+$(BENCH_VENV)/.installed: $(SOURCES)
+	test -x $(BENCH_PY) || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_PY) -m pip install --quiet --upgrade pip
+	$(BENCH_PY) -m pip install --quiet -e ".[bench,test]"
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	mkdir -p bench-out
+	OPENBLAS_NUM_THREADS=1 $(BENCH_PY) benchmarks/scale.py --sizes 1000,10000,100000 --json bench-out/scale-100k.json
+	OPENBLAS_NUM_THREADS=1 $(BENCH_PY) benchmarks/kernels.py > bench-out/kernels.md
+
+bench-1m: $(BENCH_VENV)/.installed
+	mkdir -p bench-out
+	OPENBLAS_NUM_THREADS=1 $(BENCH_PY) benchmarks/scale.py --sizes 1000000 --systems ipy_memory,numpy --json bench-out/scale-1m.json
+
 locomo: $(STAMP)
 	$(PY) benchmarks/locomo.py ../shared/data/locomo/locomo_dev.json
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so
+	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so

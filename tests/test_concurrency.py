@@ -4,7 +4,8 @@ Four worker processes (plain subprocesses running WORKER below) share one data d
 Each stores N memories (single `remember` calls and `remember_many` batches, in the project and
 global scopes), forgets some of its own and some recalled from other workers, and recalls other
 workers' memories while they are being written; two of them insert every write from a second
-thread beside their indexing (BatchWriter.flush_beside_indexing). Then every worker waits for the
+thread beside their indexing (BatchWriter.flush_beside_indexing), and their batches, forced, are
+embedded inside the transaction while that thread inserts the documents (insert_documents). Then every worker waits for the
 others and recalls every memory the others acknowledged (all must be found) and every forgotten
 one (none may be found). The parent checks SQLite, a freshly opened engine and a long-lived engine (open
 since before the workers started) after its next recall.
@@ -79,8 +80,8 @@ WORKER = textwrap.dedent(r'''
                 i += 1
             elif op < 0.75:
                 k = min(rng.randint(2, 6), n - i)
-                items = [{"content": content(i + j), "scope": "global" if rng.random() < 0.25 else "project"}
-                         for j in range(k)]
+                items = [{"content": content(i + j), "scope": "global" if rng.random() < 0.25 else "project",
+                          "force": w % 2 == 0} for j in range(k)]    # (forced: embedded beside the documents' insert)
                 record([token(w, i + j) for j in range(k)], eng.remember_many(items))
                 i += k
             elif op < 0.87:
