@@ -13,6 +13,7 @@
 * neighbour structure: `neighbours` (every slot's neighbours and context lengths at distances 1
   and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
   linked as conversations of 2-40 turns, interleaved;
+* float16: `to_half` (a write's vectors converted to float16, F16C) against numpy's astype;
 * postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (two runs
   merged) against their numpy twins, for `--postings` postings of random 63-bit terms;
 * text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
@@ -175,6 +176,12 @@ def postings_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
              best(lambda: _kernels.merge_postings_numpy(*old, *new, *merged), repeat), fast_merge)]
 
 
+def to_half_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    x = np.random.default_rng(0).standard_normal((rows, 384)).astype(np.float32)
+    fast = best(lambda: _kernels.to_half(x), repeat)
+    return [("to_half (F16C)", fast, fast), ("numpy astype(float16)", best(lambda: x.astype(np.float16), repeat), fast)]
+
+
 def ms_table(title: str, what: str, base: str, rows) -> None:
     """A section of (name, seconds, the baseline's seconds) rows: milliseconds and the ratio."""
     print(f"## {title}\n\n| {what} | ms | / {base} |\n|---|---:|---:|")
@@ -204,6 +211,8 @@ def main() -> None:
              selection_rows(a.scores, a.repeat))
     ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",
              structure_rows(a.rows, a.repeat))
+    if _kernels.FAST_HALF_DOTS:
+        ms_table("A write's vectors to float16: 1,500 x 384 float32", "conversion", "to_half", to_half_rows(1500, a.repeat))
     ms_table(f"Postings runs of {a.postings:,} postings", "kernel", "the compiled one", postings_rows(a.postings, a.repeat))
     print(f"## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")

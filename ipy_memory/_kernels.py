@@ -299,6 +299,18 @@ def merge_postings_numpy(h: np.ndarray, s: np.ndarray, t: np.ndarray, nh: np.nda
         out[keep] = a
 
 
+def to_half_numpy(values: np.ndarray) -> np.ndarray:
+    """values (float32) as float16, rounded to nearest even."""
+    return values.astype(np.float16)
+
+
+def _to_half(values: np.ndarray) -> np.ndarray:
+    values = np.ascontiguousarray(values, np.float32)
+    out = np.empty(values.shape, np.float16)
+    _speedups.to_half(values.reshape(-1), out.reshape(-1))
+    return out
+
+
 def priors_numpy(score: np.ndarray, keep: np.ndarray, cues: np.ndarray, asked: int, boost: float) -> None:
     """score *= keep, then score *= boost where cues & asked (float32, in place)."""
     n = len(score)
@@ -331,6 +343,8 @@ column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
 # the compiled float16 scan beats usearch's only on its F16C path (x86 with AVX2): elsewhere usearch scans
 FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
+# float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere
+to_half = _to_half if FAST_HALF_DOTS else to_half_numpy
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy

@@ -8,6 +8,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from . import _kernels
 from ._validate import json_encoder
 from ._ingest import Prepared
 from .errors import NotFound
@@ -132,7 +133,7 @@ class BatchWriter:
         existing, seen, results = self._existing(preps), {}, []
         # every vector of the batch in float16 at once: as stored, and as the index keeps it (None:
         # vectors come later, add_sections; only for new documents written without a duplicate check)
-        half = np.concatenate([p.vectors for p in preps]).astype(np.float16) if preps[0].vectors is not None else None
+        half = _kernels.to_half(np.concatenate([p.vectors for p in preps])) if preps[0].vectors is not None else None
         starts = [0, *accumulate(len(p.nodes) for p in preps)]
         fresh = None
         for j, p in enumerate(preps):
@@ -195,7 +196,7 @@ class BatchWriter:
     def add_sections(self, vecs: np.ndarray) -> None:
         """The sections of the documents written without vectors (`later`), given their vectors in
         order (those of Prepared.embedding_texts of each)."""
-        half, at = vecs.astype(np.float16), 0
+        half, at = _kernels.to_half(vecs), 0
         for p, doc_id, expires in self.later:
             self._sections(p, doc_id, expires, half[at:at + len(p.nodes)])
             at += len(p.nodes)

@@ -876,3 +876,32 @@ def test_hashing_a_word_keeps_no_utf8_copy_with_it():
     k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
                     np.zeros(room, np.int8))
     assert [sys.getsizeof(w) for w in words] == sizes
+
+
+@pytest.mark.skipif(not _kernels.FAST_HALF_DOTS, reason="no F16C path here")
+@settings(max_examples=300, deadline=None)
+@given(bits=st.lists(st.integers(0, 2**32 - 1), min_size=0, max_size=70),
+       halfway=st.lists(st.integers(0, 2**16 - 1), max_size=20))
+def test_to_half_rounds_as_numpy(bits, halfway):
+    """Every float32 (by its bits: subnormals, overflow to inf, ties between two float16s, which go
+    to the even one) converts to numpy's float16, bit for bit; a NaN stays a NaN."""
+    ties = [((h << 16) | 0x1000) for h in halfway]          # exactly between two float16 neighbours
+    x = np.array(bits + ties, np.uint32).view(np.float32)
+    with np.errstate(over="ignore"):                         # (numpy warns of what becomes inf)
+        got, want = _kernels.to_half(x), x.astype(np.float16)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got[~nan].view(np.uint16), want[~nan].view(np.uint16))
+    matrix = np.resize(x, (3, len(x)))                      # any shape, and the tail past 8 values
+    assert len(x) == 0 or np.array_equal(_kernels.to_half(matrix)[:, ~nan].view(np.uint16), want[~nan].view(np.uint16)[None].repeat(3, 0))
+
+
+@pytest.mark.skipif(not _kernels.FAST_HALF_DOTS, reason="no F16C path here")
+def test_to_half_refuses_mismatched_arrays():
+    k = _kernels._speedups
+    with pytest.raises(ValueError):
+        k.to_half(np.zeros(3, np.float32), np.zeros(2, np.float16))
+    with pytest.raises(TypeError):
+        k.to_half(np.zeros(3, np.float64), np.zeros(3, np.float16))
+    with pytest.raises(TypeError):
+        k.to_half(np.zeros(3, np.float32), np.zeros(3, np.float32))

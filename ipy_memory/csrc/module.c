@@ -7,8 +7,9 @@
  * the GIL released, so two threads can scan two parts of one query at once.
  *
  * This file holds the argument helpers (speedups.h) and the module; the kernels are in scan.c
- * (the column scan, the exact float16 scan), lexical.c (BM25 loops, word indexing), text.c (ASCII
- * words and answer cues), embed.c (the hashing embedder), blake2b.c (its feature and the index's term
+ * (the column scan, the exact float16 scan, float16 conversion), lexical.c (BM25 loops), words.c
+ * (word tables, indexing words), postings.c (postings runs), structure.c (neighbours), text.c (words
+ * and answer cues), embed.c (the hashing embedder), blake2b.c (its feature and the index's term
  * hashes) and crc.c (snapshot checksums).
  */
 #include "speedups.h"
@@ -83,6 +84,7 @@ static PyMethodDef methods[] = {
     {"crc32", crc32, METH_VARARGS, crc32_doc},
     {"sort_postings", sort_postings, METH_VARARGS, sort_postings_doc},
     {"merge_postings", merge_postings, METH_VARARGS, merge_postings_doc},
+    {"to_half", to_half, METH_VARARGS, to_half_doc},
     {"hash_rows", hash_rows, METH_VARARGS, hash_rows_doc},
     {"word_ids", word_ids, METH_VARARGS, word_ids_doc},
     {"index_batch", index_batch, METH_VARARGS, index_batch_doc},

@@ -67,6 +67,7 @@ KERNEL(word_features)
 KERNEL(crc32)
 KERNEL(sort_postings)
 KERNEL(merge_postings)
+KERNEL(to_half)
 #undef KERNEL
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
