@@ -221,7 +221,7 @@ class IpyMemory(System):
         self.emb = inner                  # the query-embedding timing uses it as the inserts left it
 
         class TimedHash(Embedder):
-            name, dim, semantic, cheap = inner.name, inner.dim, False, inner.cheap
+            name, dim, semantic, cheap = inner.name, inner.dim, False, getattr(inner, "cheap", False)
 
             def embed(self, texts):
                 return timer.call(inner.embed, texts)
