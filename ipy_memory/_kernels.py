@@ -363,6 +363,7 @@ merge_postings = _speedups.merge_postings if COMPILED else merge_postings_numpy
 # ASCII text's words and answer cues in one pass each (None: not compiled); their twins are _text's
 # regexes
 text_words = _speedups.text_words if COMPILED else None
+squeeze_spaces = _speedups.squeeze_spaces if COMPILED else None
 ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._text import squeeze_spaces
+
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -112,4 +114,4 @@ def default_title(text: str, sections: list[Section]) -> str:
         if s.level and s.title:
             return s.title
     m = _SENTENCE.match(text.strip())
-    return " ".join((m.group(1) if m else text.strip()[:120]).split())
+    return squeeze_spaces(m.group(1) if m else text.strip()[:120])

@@ -62,9 +62,17 @@ _NEGATION = re.compile(r"\b(\w+?)n['\u2019]t\b", re.I)     # "won't" is no form 
 _NEGATED = {"wo": "will", "ca": "can", "sha": "shall", "ai": "is"}
 
 
+def squeeze_spaces_python(text: str) -> str:
+    """Each run of whitespace one space, none at either end."""
+    return " ".join(text.split())
+
+
+squeeze_spaces = _kernels.squeeze_spaces or squeeze_spaces_python     # (compiled: no list of every word)
+
+
 def normalize(text: str) -> str:
     """Unicode NFKC, case-folded, whitespace collapsed: what two texts must share to be 'the same'."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return squeeze_spaces(unicodedata.normalize("NFKC", text).casefold())
 
 
 def content_hash(text: str) -> str:

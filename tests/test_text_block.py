@@ -1,4 +1,5 @@
 import re
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -187,3 +188,28 @@ def test_a_single_sections_hash_is_its_documents(text):
         return
     p = prepare({"content": text, "title": "given"}, Settings())
     assert [n.hash for n in p.nodes] == [_text.content_hash(f"{s.title}\n{s.body}") for s in parse(text)]
+
+
+_SPACES = [c for c in map(chr, range(0x3100)) if c.isspace()] + ["\u3000"]
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=60) | st.lists(st.sampled_from(_SPACES + ["a", "é", "中", "\U0001f600", "b c"]),
+                                      max_size=25).map("".join))
+def test_compiled_squeeze_is_split_and_join(text):
+    """Every kind of whitespace (str.isspace: \\x1c-\\x1f, NEL, ideographic space ...), at either end
+    and in runs; the result stored at the width of its widest character, as CPython's own strings
+    are (a wider one would compare and hash as another string)."""
+    want = " ".join(text.split())
+    got = _kernels.squeeze_spaces(text)
+    assert got == want and sys.getsizeof(got) == sys.getsizeof(want) and hash(got) == hash(want)
+
+
+@pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+def test_compiled_squeeze_of_special_cases():
+    k = _kernels.squeeze_spaces
+    assert k("") == "" and k("   ") == "" and k("a") == "a" and k(" a\u3000\u3000b ") == "a b"
+    assert k("中\u3000a").isascii() is False and k("a\u3000b").isascii()     # the ideographic space goes
+    with pytest.raises(TypeError):
+        k(b"a b")

@@ -208,3 +208,105 @@ PyObject *text_words(PyObject *self, PyObject *args)
     Py_XDECREF(out);
     return result;
 }
+
+/* ------------------------------------------------------------------------------ whitespace */
+
+const char squeeze_spaces_doc[] = PyDoc_STR(
+"squeeze_spaces(text) -> str\n--\n\n"
+"\" \".join(text.split()): each run of whitespace (str.isspace) one space, none at either end, in one\n"
+"pass instead of a list of every word (_text.squeeze_spaces_python).");
+
+/* ASCII text: whitespace is \t-\r, \x1c-\x1f and the space (is_space); the result is ASCII too. */
+static PyObject *ascii_squeeze(PyObject *text)
+{
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t len = 0, i = 0;
+    int changed = 0, gap = 0;
+    for (; i < n; i++) {
+        if (is_space(s[i])) {
+            changed |= gap || len == 0 || s[i] != ' ';
+            gap = 1;
+        } else {
+            len += 1 + (gap && len);
+            gap = 0;
+        }
+    }
+    if (!(changed | gap)) {
+        Py_INCREF(text);
+        return text;
+    }
+    PyObject *out = PyUnicode_New(len, 127);
+    if (!out)
+        return NULL;
+    Py_UCS1 *w = PyUnicode_1BYTE_DATA(out);
+    Py_ssize_t k = 0;
+    gap = 0;
+    for (i = 0; i < n; i++) {
+        if (is_space(s[i])) {
+            gap = 1;
+            continue;
+        }
+        if (gap && k)
+            w[k++] = ' ';
+        gap = 0;
+        w[k++] = s[i];
+    }
+    return out;
+}
+
+PyObject *squeeze_spaces(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "squeeze_spaces: text must be a str");
+        return NULL;
+    }
+    if (PyUnicode_IS_ASCII(text))
+        return ascii_squeeze(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    /* the result's length and widest character (a str is stored at the width of its widest one) */
+    Py_ssize_t len = 0;
+    Py_UCS4 widest = 0;
+    int gap = 0, changed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(c)) {
+            changed |= gap || len == 0 || c != ' ';
+            gap = 1;
+            continue;
+        }
+        if (gap && len) {
+            len++;
+            widest = Py_MAX(widest, ' ');
+        }
+        gap = 0;
+        len++;
+        widest = Py_MAX(widest, c);
+    }
+    changed |= gap;
+    if (!changed) {
+        Py_INCREF(text);
+        return text;
+    }
+    PyObject *out = PyUnicode_New(len, widest);
+    if (!out)
+        return NULL;
+    const int okind = PyUnicode_KIND(out);
+    void *odata = PyUnicode_DATA(out);
+    Py_ssize_t k = 0;
+    gap = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISSPACE(c)) {
+            gap = 1;
+            continue;
+        }
+        if (gap && k)
+            PyUnicode_WRITE(okind, odata, k++, ' ');
+        gap = 0;
+        PyUnicode_WRITE(okind, odata, k++, c);
+    }
+    return out;
+}
