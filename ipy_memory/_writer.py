@@ -158,8 +158,8 @@ class BatchWriter:
                 fresh = iter(new_ids(self.db, len(preps) - j))   # (duplicates' ids go unused)
             doc_id = p.replace or next(fresh)
             if half is None:
-                if p.replace is not None or not p.force:
-                    raise ValueError("a document written before its vectors must be new and forced")
+                if p.replace is not None or not p.force:    # (embeds_in_transaction sees to it: a bug if not)
+                    raise ValueError("internal: a document written before its vectors must be new and forced")
                 self._document(p, doc_id, expires, None)
                 self.later.append((p, doc_id, expires))
             else:

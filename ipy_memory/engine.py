@@ -29,9 +29,8 @@ from .embeddings import Embedder, get_embedder, installed_local_preset
 from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
-from .store import NODE_SELECT, Store
-
 from .store import DOC_COLS as _DOC_COLS
+from .store import NODE_SELECT, Store
 from .store import memory_row as _memory
 
 
