@@ -208,8 +208,9 @@ class Store:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             # Exact duplicates are found by 12 hex digits of the content hash (48 bits; the rows found
             # are checked against the whole hash and the space), not by (space, content_hash): an
-            # index of a random key takes every insert to a random page, and a third of the entries
-            # per page makes a bulk write touch ~35% fewer. Only indexes change, so no new version:
+            # index of a random key takes every insert to a random page, and with entries a quarter
+            # the size (at 51k memories 279 pages instead of 1,253) a 1,000-memory write rewrites 262
+            # of its pages instead of 788. Only indexes change, so no new version:
             # an older ipy_memory re-creates its own index at open, and this one drops it again.
             db.execute("DROP INDEX IF EXISTS documents_space_hash")
             # identifies this database to the index snapshots beside it (a restored backup is another store)

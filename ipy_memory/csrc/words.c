@@ -245,10 +245,10 @@ PyObject *index_batch(PyObject *self, PyObject *args)
             counts[first + table[at]]++;
             if ((packed & 1) && !s->expanded) {  /* later expandable words of the term find it in vocab */
                 s->expanded = 1;
-                const uint64_t *k = find(&known, term | 1ull << 63);   /* (a term hash has 63 bits: never 0) */
-                if (k[0] != (term | 1ull << 63)) {   /* a dict lookup costs a Python int and two cache misses */
+                const uint64_t mark = term | 1ull << 63;   /* (a term hash has 63 bits: never 0) */
+                if (find(&known, mark)[0] != mark) {      /* a dict lookup costs a Python int and two cache misses */
                     ok = offer(vocab, term, word) == 0;
-                    store(&known, term | 1ull << 63, 1);
+                    store(&known, mark, 1);
                 }
             }
         }
