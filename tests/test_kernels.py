@@ -761,6 +761,24 @@ def test_word_ids_match_the_twin(per_text, data):
 
 
 @compiled
+def test_word_ids_match_the_twin_on_a_large_batch():
+    """Thousands of distinct words, repeated across hundreds of texts of varied lengths: the batch's
+    own table of entries grows several times (it starts small) and every index stays right."""
+    rng = np.random.default_rng(7)
+    pool = [f"w{i}" for i in range(6000)]
+    per_text = [tuple(pool[j] for j in rng.zipf(1.3, rng.integers(0, 60)) % len(pool)) for _ in range(700)]
+    total = sum(map(len, per_text))
+    runs = []
+    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(_kernels.word_table(16), total)),
+                          (_kernels.word_ids_python, {})):
+        ids, distinct = np.empty(total, np.int64), np.empty(total, np.int64)
+        count, new = kernel(per_text, cache, 3, ids, distinct)
+        runs.append((count, new, ids.tolist(), distinct[:count].tolist()))
+    assert runs[0] == runs[1]
+    assert runs[0][0] > 1000     # past the batch table's first doublings
+
+
+@compiled
 def test_word_ids_refuse_what_they_cannot_use():
     f, ids = _kernels._speedups.word_ids, np.zeros(2, np.int64)
 

@@ -67,6 +67,35 @@ static uint64_t *find(const Table *t, uint64_t key)
     }
 }
 
+/* Prefetching: a text's word slots are asked of memory a text or two before they are read, so
+ * that the cache misses of a large table (one a word, ~100 ns each) overlap instead of queueing
+ * one after another. A hint only: the lookups themselves are unchanged. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
+
+/* keys[i] = word_key of the tuple's i-th word, each one's home slot prefetched. */
+static void keys_ahead(const Table *t, PyObject *tuple, uint64_t *keys)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        keys[i] = word_key(PyTuple_GET_ITEM(tuple, i));
+        PREFETCH(t->slots + 2 * (keys[i] & t->mask));
+    }
+}
+
+/* The `known` slots of the expandable words among keys whose word slots were prefetched earlier
+ * (found in their home slot: nearly all at most half full): index_batch looks those up next. */
+static void known_ahead(const Table *words, const Table *known, const uint64_t *keys, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const uint64_t *s = words->slots + 2 * (keys[i] & words->mask);
+        if (s[0] == keys[i] && (s[1] & 1))
+            PREFETCH(known->slots + 2 * ((s[1] >> 1 | 1ull << 63) & known->mask));
+    }
+}
+
 /* Store key -> value unless the table is 3/4 full (a free slot always remains: find ends). */
 static void store(const Table *t, uint64_t key, uint64_t value)
 {
@@ -208,14 +237,25 @@ PyObject *index_batch(PyObject *self, PyObject *args)
         mask = 2 * mask + 1;
     int32_t *table = PyMem_Malloc((mask + 1) * sizeof(int32_t));
     Seen *seen = PyMem_Malloc(Py_MAX(longest, 1) * sizeof(Seen));
+    /* each text's word keys, computed two texts ahead (the slots prefetched), in a ring of three */
+    const Py_ssize_t room = Py_MAX(longest, 1);
+    uint64_t *keys = PyMem_Malloc(3 * room * sizeof(uint64_t));
+#define KEYS(t) (keys + (t) % 3 * room)
     int64_t *terms = DATA(a[TERMS], int64_t), *distinct = DATA(a[DISTINCT], int64_t);
     int32_t *counts = DATA(a[COUNTS], int32_t);
     Py_ssize_t out = 0;
-    int ok = table && seen;
+    int ok = table && seen && keys;
     if (!ok)
         PyErr_NoMemory();
+    for (Py_ssize_t t = 0; ok && t < 2 && t < texts; t++)
+        keys_ahead(&words, PyList_GET_ITEM(per_text, t), KEYS(t));
     for (Py_ssize_t t = 0; ok && t < texts; t++) {
+        if (t + 2 < texts)
+            keys_ahead(&words, PyList_GET_ITEM(per_text, t + 2), KEYS(t + 2));
+        if (t + 1 < texts)
+            known_ahead(&words, &known, KEYS(t + 1), PyTuple_GET_SIZE(PyList_GET_ITEM(per_text, t + 1)));
         PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        const uint64_t *key_of = KEYS(t);
         const Py_ssize_t n = PyTuple_GET_SIZE(tuple), first = out;
         uint64_t m = 15;
         while ((Py_ssize_t)(m + 1) < 2 * n)
@@ -223,7 +263,7 @@ PyObject *index_batch(PyObject *self, PyObject *args)
         memset(table, 0xff, (m + 1) * sizeof(int32_t));
         for (Py_ssize_t i = 0; ok && i < n; i++) {
             PyObject *word = PyTuple_GET_ITEM(tuple, i);
-            const uint64_t key = word_key(word);
+            const uint64_t key = key_of[i];
             const uint64_t *slot = find(&words, key);
             uint64_t packed = slot[1];
             if (slot[0] != key) {
@@ -254,8 +294,10 @@ PyObject *index_batch(PyObject *self, PyObject *args)
         }
         distinct[t] = out - first;
     }
+#undef KEYS
     PyMem_Free(table);
     PyMem_Free(seen);
+    PyMem_Free(keys);
     release(a, N, 0);
     return ok ? PyLong_FromSsize_t(out) : NULL;
 }
@@ -297,17 +339,59 @@ const char word_ids_doc[] = PyDoc_STR(
 "into distinct, and distinct (int64, as long) with the entries in the order the batch first uses\n"
 "them; count is how many. ValueError (nothing stored) unless the table has room for every word.");
 
-/* An open-addressing table entry -> local index, sized to a power of two above twice the words. */
-static int64_t local_index(int64_t *table, size_t mask, int64_t entry, int64_t *next)
+/* Entry -> its index among the batch's distinct entries: open addressing, kept at most half full
+ * and doubled as it fills. A batch has several times fewer distinct words than words: a table sized
+ * for every word (2 MB for a thousand memories) missed the cache on most lookups. */
+typedef struct {
+    int64_t *pairs; /* entry, local index; entry -1: free */
+    size_t mask;
+} Local;
+
+static size_t local_home(int64_t entry, size_t mask) { return (size_t)((uint64_t)entry * 0x9E3779B97F4A7C15ull >> 17) & mask; }
+
+static int local_init(Local *l, size_t cap)
 {
-    size_t at = (size_t)((uint64_t)entry * 0x9E3779B97F4A7C15ull >> 17) & mask;
-    while (table[2 * at] >= 0 && table[2 * at] != entry)
-        at = (at + 1) & mask;
-    if (table[2 * at] < 0) {
-        table[2 * at] = entry;
-        table[2 * at + 1] = (*next)++;
+    l->pairs = PyMem_Malloc(cap * 2 * sizeof(int64_t));
+    l->mask = cap - 1;
+    if (!l->pairs) {
+        PyErr_NoMemory();
+        return -1;
     }
-    return table[2 * at + 1];
+    memset(l->pairs, 0xff, cap * 2 * sizeof(int64_t));
+    return 0;
+}
+
+static int local_grow(Local *l)
+{
+    Local old = *l;
+    if (local_init(l, 2 * (old.mask + 1)) < 0) {
+        *l = old;
+        return -1;
+    }
+    for (size_t i = 0; i <= old.mask; i++)
+        if (old.pairs[2 * i] >= 0) {
+            size_t at = local_home(old.pairs[2 * i], l->mask);
+            while (l->pairs[2 * at] >= 0)
+                at = (at + 1) & l->mask;
+            memcpy(l->pairs + 2 * at, old.pairs + 2 * i, 2 * sizeof(int64_t));
+        }
+    PyMem_Free(old.pairs);
+    return 0;
+}
+
+/* The local index of entry (the next one, *next, if it is new), or -1 with MemoryError. */
+static int64_t local_index(Local *l, int64_t entry, int64_t *next)
+{
+    size_t at = local_home(entry, l->mask);
+    while (l->pairs[2 * at] >= 0 && l->pairs[2 * at] != entry)
+        at = (at + 1) & l->mask;
+    if (l->pairs[2 * at] < 0) {
+        if ((size_t)(*next + 1) * 2 > l->mask + 1)
+            return local_grow(l) < 0 ? -1 : local_index(l, entry, next);
+        l->pairs[2 * at] = entry;
+        l->pairs[2 * at + 1] = (*next)++;
+    }
+    return l->pairs[2 * at + 1];
 }
 
 PyObject *word_ids(PyObject *self, PyObject *args)
@@ -333,24 +417,28 @@ PyObject *word_ids(PyObject *self, PyObject *args)
                                           "and the table must have room for every word (3/4 full at most)");
         return release(a, N, 0);
     }
-    size_t cap = 16;
-    while (cap < 2 * (size_t)total)
-        cap <<= 1;
-    int64_t *local = PyMem_Malloc(cap * 2 * sizeof(int64_t));
+    Local local = {NULL, 0};
+    const Py_ssize_t room = Py_MAX(longest, 1);
+    uint64_t *keys = PyMem_Malloc(2 * room * sizeof(uint64_t));     /* two texts' word keys */
     PyObject *missing = PyList_New(0), *result = NULL;
-    if (!local || !missing) {
-        if (!local)
+    if (!keys || !missing || local_init(&local, 1024) < 0) {
+        if (!keys)
             PyErr_NoMemory();
         goto done;
     }
-    memset(local, 0xff, cap * 2 * sizeof(int64_t)); /* entry -1: free */
     int64_t *ids = DATA(a[IDS], int64_t), *distinct = DATA(a[DISTINCT], int64_t), next = 0;
     Py_ssize_t k = 0;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
+    const Py_ssize_t texts = PyList_GET_SIZE(per_text);
+    if (texts)
+        keys_ahead(&words, PyList_GET_ITEM(per_text, 0), keys);
+    for (Py_ssize_t t = 0; t < texts; t++) {
         PyObject *tuple = PyList_GET_ITEM(per_text, t);
+        const uint64_t *key_of = keys + t % 2 * room;
+        if (t + 1 < texts)   /* the next text's keys and slots while this one's are looked up */
+            keys_ahead(&words, PyList_GET_ITEM(per_text, t + 1), keys + (t + 1) % 2 * room);
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++, k++) {
             PyObject *w = PyTuple_GET_ITEM(tuple, j);
-            const uint64_t key = word_key(w);
+            const uint64_t key = key_of[j];
             uint64_t *slot = find(&words, key);
             if (slot[0] != key) {                /* new: stored at once, so that its next use finds it */
                 if (PyList_Append(missing, w) < 0)
@@ -359,7 +447,9 @@ PyObject *word_ids(PyObject *self, PyObject *args)
                 slot[1] = (uint64_t)(first_new + PyList_GET_SIZE(missing) - 1);
                 ++*words.count;
             }
-            const int64_t before = next, at = local_index(local, cap - 1, (int64_t)slot[1], &next);
+            const int64_t before = next, at = local_index(&local, (int64_t)slot[1], &next);
+            if (at < 0)
+                goto done;
             if (next > before)
                 distinct[at] = (int64_t)slot[1];
             ids[k] = at;
@@ -368,7 +458,8 @@ PyObject *word_ids(PyObject *self, PyObject *args)
     result = Py_BuildValue("(LO)", (long long)next, missing);
 done:
     Py_XDECREF(missing);
-    PyMem_Free(local);
+    PyMem_Free(local.pairs);
+    PyMem_Free(keys);
     release(a, N, 0);
     return result;
 }
