@@ -205,6 +205,11 @@ PyObject *text_words(PyObject *self, PyObject *args)
     PyObject *out = PyList_New(0), *result = NULL;
     if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out) : unicode_text_words(text, stop, out)) == 0)
         result = PyList_AsTuple(out);
+    /* A tuple of str can be in no reference cycle; untracked now, the cyclic GC never visits its
+     * words (CPython would untrack it too, but only after a collection had read every word: the
+     * caches of recent texts' words kept a few thousand such tuples young, 2 ms a collection). */
+    if (result && PyObject_GC_IsTracked(result))
+        PyObject_GC_UnTrack(result);
     Py_XDECREF(out);
     return result;
 }
