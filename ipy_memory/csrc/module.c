@@ -95,6 +95,7 @@ static PyMethodDef methods[] = {
     {"blake2b64", blake2b64, METH_O, blake2b64_doc},
     {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
     {"word_features", word_features, METH_VARARGS, word_features_doc},
+    {"rows_json", rows_json, METH_O, rows_json_doc},
     {NULL, NULL, 0, NULL},
 };
 

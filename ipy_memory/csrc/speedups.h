@@ -69,6 +69,7 @@ KERNEL(crc32)
 KERNEL(sort_postings)
 KERNEL(merge_postings)
 KERNEL(to_half)
+KERNEL(rows_json)
 #undef KERNEL
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
