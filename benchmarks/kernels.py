@@ -17,7 +17,8 @@
 * postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (two runs
   merged) against their numpy twins, for `--postings` postings of random 63-bit terms;
 * text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
-  over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py.
+  over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py, and
+  `rows_json` against json's encoder over their document rows as a write builds them.
 
 Best of `--repeat` runs each; the ratio column is twin / compiled (above 1: the kernel is faster).
 Needs the extension built (`pip install -e .` with a C compiler).
@@ -26,6 +27,7 @@ Needs the extension built (`pip install -e .` with a C compiler).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -114,7 +116,7 @@ def structure_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
 
 
 def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
-    texts, _ = Corpus(seed=0).memories(0, n)
+    texts, metas = Corpus(seed=0).memories(0, n)
     ascii_texts = [t for t in texts if t.isascii()]
     k, stop = _kernels._speedups, _text.STOP_WORDS
     per_text = [_text.words(t) for t in texts]
@@ -124,6 +126,10 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     index_batch(k.index_batch, [tuple(entries)], table, entries.__getitem__)
     batches = [per_text[i:i + 1000] for i in range(0, len(per_text), 1000)]
     regexes = (_text._NUMBER, _text._TIME, _text._NAME)
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode      # (_validate.json_encoder)
+    docs = [(f"m-{i:016x}", "project:bench", "project", "bench", "s", "note", t[:60], t, _text.content_hash(t), 0.6,
+             encode(m) if m else None, None) for i, (t, m) in enumerate(zip(texts, metas))]
+    doc_batches = [docs[i:i + 1000] for i in range(0, len(docs), 1000)]
     rows = []
     for name, fast, slow, items, per in [
         ("words of ASCII text (text_words / _words_python)", lambda x: k.text_words(x, stop), _text._words_python,
@@ -139,6 +145,8 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
         ("a text's terms from cached words, in batches of 1,000 texts (index_batch / Python)",
          lambda b: index_batch(k.index_batch, b, table, None),
          lambda b: index_batch(_kernels.index_batch_python, b, entries, None), batches, len(per_text) / len(batches)),
+        ("a batch's document rows as JSON, in batches of 1,000 (rows_json / json's encoder)", k.rows_json, encode,
+         doc_batches, len(docs) / len(doc_batches)),
     ]:
         t_fast = best(lambda: [fast(x) for x in items], repeat)
         t_slow = best(lambda: [slow(x) for x in items], repeat)

@@ -138,5 +138,5 @@ def test_kernels_quick(tmp_path):
         pytest.skip("the kernels benchmark compares the compiled extension with its twins")
     out = _run([str(BENCH / "kernels.py"), "--quick"], tmp_path).stdout
     for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "text_words", "ascii_cues",
-                "blake2b64", "gram_hashes", "index_batch", "sort_postings", "merge_postings", "to_half"):
+                "blake2b64", "gram_hashes", "index_batch", "sort_postings", "merge_postings", "to_half", "rows_json"):
         assert row in out, row
