@@ -344,8 +344,8 @@ half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
 # the compiled float16 scan beats usearch's only on its F16C path (x86 with AVX2): elsewhere usearch scans
 FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 # float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere
-rows_json = _speedups.rows_json if COMPILED else None      # (_writer.rows_json falls back to json)
 to_half = _to_half if FAST_HALF_DOTS else to_half_numpy
+rows_json = _speedups.rows_json if COMPILED else None      # (_writer.rows_json falls back to json's encoder)
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
