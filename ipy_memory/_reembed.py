@@ -14,7 +14,6 @@ import numpy as np
 from . import _validate as v
 from .embeddings import Embedder, get_embedder
 from ._digests import sha256
-from ._ingest import embedding_text
 from ._locking import locked
 from .errors import InvalidArgument
 from .store import decode_vecs, encode_vec
@@ -114,6 +113,7 @@ class EmbeddingMixin:
                     "(SELECT m.body FROM nodes m WHERE m.document_id = n.document_id AND m.ord = n.ord + 1) "
                     "FROM nodes n JOIN documents d ON d.id = n.document_id "
                     "WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key")
+        from ._ingest import embedding_text     # (the write path's module: loaded by the first write)
         context = self.settings.embed_context_chars if new.semantic else 0
         total = self.store.query("SELECT count(*) FROM nodes")[0][0]
         done = self.store.query("SELECT count(*) FROM vectors_next")[0][0]

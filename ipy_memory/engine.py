@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
@@ -18,8 +18,6 @@ from ._reembed import EmbeddingMixin
 from ._removal import RemovalMixin
 from ._gcpause import paused as gc_paused
 from ._locking import locked
-from ._ingest import Prepared, prepare, prepare_exchange
-from ._writer import BatchWriter, embeds_in_transaction
 from ._expand import embed_new_words, expansion
 from ._recall import Candidate, rank
 from ._shards import Shards
@@ -32,6 +30,22 @@ from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
 from .store import DOC_COLS as _DOC_COLS
 from .store import NODE_SELECT, Store
 from .store import memory_row as _memory
+
+if TYPE_CHECKING:
+    from ._ingest import Prepared
+
+_write_modules: tuple = ()
+
+
+def _write_path():
+    """(_ingest, _writer), imported by the first write: a process that only recalls (a new kernel's
+    first `%recall`, an agent's search tool) never loads the Markdown parser, redaction or the batch
+    writer (~5 ms of a ~95 ms cold open at 100k)."""
+    global _write_modules
+    if not _write_modules:
+        from . import _ingest, _writer
+        _write_modules = _ingest, _writer
+    return _write_modules
 
 
 class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin):
@@ -153,12 +167,13 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult."""
         item = dict(content=content, title=title, scope=scope, project=project, importance=importance,
                     ttl=ttl, force=force, replace=replace, metadata=metadata)
-        return self._write([self._prepare(item)])[0]
+        return self._write([self._prepare(item, _write_path()[0].prepare)])[0]
 
     def remember_many(self, items: Iterable[str | dict]) -> list[RememberResult]:
         """Store many memories in one transaction (each a str, or a dict of remember()'s arguments)."""
         if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
+        prepare = _write_path()[0].prepare
         with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
             preps = []
             for i, item in enumerate(items):
@@ -167,7 +182,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                 if not isinstance(item, dict):
                     raise InvalidArgument(f"item {i} must be a str or a dict with 'content', not {type(item).__name__}")
                 try:
-                    preps.append(self._prepare(item))
+                    preps.append(self._prepare(item, prepare))
                 except InvalidArgument as exc:
                     raise InvalidArgument(f"item {i}: {exc}") from None
             return self._write(preps) if preps else []
@@ -177,12 +192,12 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                           project: str | None = None, importance: float = 0.6, ttl: float | None = None,
                           metadata: dict | None = None) -> RememberResult:
         """Store a chat exchange as one document with a section per message (OpenAI or Anthropic shapes)."""
-        prep = prepare_exchange(session_id, messages, scope=scope, project=project, importance=importance,
+        prep = _write_path()[0].prepare_exchange(session_id, messages, scope=scope, project=project, importance=importance,
                                 ttl=ttl, metadata=metadata, settings=self.settings)
         prep.space = self._space(prep.scope, prep.project)
         return self._write([prep])[0]
 
-    def _prepare(self, item: dict) -> Prepared:
+    def _prepare(self, item: dict, prepare: Callable) -> Prepared:
         prep = prepare(item, self.settings)
         prep.space = self._space(prep.scope, prep.project)
         return prep
@@ -197,7 +212,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         now = self.clock()
         context = self.settings.embed_context_chars if self.embedder.semantic else 0
         self._check_epoch()
-        inline = embeds_in_transaction(self.embedder, preps)
+        writing = _write_path()[1]
+        inline = writing.embeds_in_transaction(self.embedder, preps)
         if not inline:
             vecs = self._embed_texts([t for p in preps for t in p.embedding_texts(context)])   # a failure writes nothing
             embed_new_words(self, (n.body for p in preps for n in p.nodes))   # for query expansion
@@ -210,7 +226,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         writer = None
         try:
             with self.store.write() as db:
-                writer = BatchWriter(self, db, now)
+                writer = writing.BatchWriter(self, db, now)
                 try:
                     results = writer.write(preps)
                     if inline:

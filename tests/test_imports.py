@@ -1,6 +1,6 @@
 """`import ipy_memory` stays light: usearch loads at its first use, onnxruntime just before it (never
 after it, ipy_memory/_native.py); a kernel that recalls lexically loads neither, nor does one whose
-vector searches are exact scans by the compiled kernel; no recall loads concurrent.futures, logging or numpy.ma (np.unique's first call imports it)."""
+vector searches are exact scans by the compiled kernel; no recall loads concurrent.futures, logging or numpy.ma (np.unique's first call imports it), nor the write path's modules."""
 
 import importlib.util
 import subprocess
@@ -27,6 +27,10 @@ with MemoryEngine(sys.argv[1], project="p", embedder="hash") as mem:
     assert len(mem.recall("otter", scope="project")) and _recall.SCANS.started
     late = [m for m in ("concurrent.futures", "logging", "numpy.ma") if m in sys.modules]
     assert not late, f"loaded by a recall: {late}"     # each ~4-8 ms of a new process's first recall
+    writing = [m for m in ("ipy_memory._ingest", "ipy_memory._writer", "ipy_memory._markdown") if m in sys.modules]
+    assert not writing, f"the write path's modules loaded by a recall: {writing}"     # ~5 ms
+    mem.remember("a heron nests by the otter's kelp")
+    assert "ipy_memory._writer" in sys.modules
     from ipy_memory import _kernels
     if _kernels.FAST_HALF_DOTS:     # the exact scan is the extension's: nothing else needed
         assert "usearch" not in sys.modules, "loaded by an exact vector scan"
