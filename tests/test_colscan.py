@@ -122,7 +122,9 @@ def built(shard):
         q = np.zeros(shard.dim, np.float32)
         q[0] = 1
         shard.search(q, 1)
-        shard._columns_job.wait()
+        job = shard._columns_job          # (None if a build started earlier ended and was adopted meanwhile)
+        if job is not None:
+            job.wait()
     assert shard._column_scan() is not None
     return shard._columns
 
