@@ -125,7 +125,7 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     table = np.zeros(1 + 2 * (1 << max(len(entries) * 2, 2).bit_length()), np.uint64)    # (the compiled one's cache)
     index_batch(k.index_batch, [tuple(entries)], table, entries.__getitem__)
     batches = [per_text[i:i + 1000] for i in range(0, len(per_text), 1000)]
-    regexes = (_text._NUMBER, _text._TIME, _text._NAME)
+    regexes = _text.cue_patterns()
     encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode      # (_validate.json_encoder)
     docs = [(f"m-{i:016x}", "project:bench", "project", "bench", "s", "note", t[:60], t, _text.content_hash(t), 0.6,
              encode(m) if m else None, None) for i, (t, m) in enumerate(zip(texts, metas))]

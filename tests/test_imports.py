@@ -1,6 +1,8 @@
 """`import ipy_memory` stays light: usearch loads at its first use, onnxruntime just before it (never
 after it, ipy_memory/_native.py); a kernel that recalls lexically loads neither, nor does one whose
-vector searches are exact scans by the compiled kernel; no recall loads concurrent.futures, logging or numpy.ma (np.unique's first call imports it), nor the write path's modules."""
+vector searches are exact scans by the compiled kernel; no recall loads concurrent.futures, logging
+or numpy.ma (np.unique's first call imports it), nor the write path's modules; the import compiles
+none of the write path's regexes."""
 
 import importlib.util
 import subprocess
@@ -14,6 +16,9 @@ SCRIPT = """
 import sys, importlib.util
 import ipy_memory
 assert "usearch" not in sys.modules, "loaded by the import"
+from ipy_memory import _text
+WRITE_REGEXES = (_text.cue_patterns, _text._question_patterns, _text.chat_line)
+assert not any(f.cache_info().currsize for f in WRITE_REGEXES), "a write's regexes compiled by the import"  # ~2 ms
 assert "onnxruntime" not in sys.modules, "loaded by the import"
 installed = importlib.util.find_spec("onnxruntime") is not None
 from ipy_memory import MemoryEngine, Settings
@@ -29,8 +34,9 @@ with MemoryEngine(sys.argv[1], project="p", embedder="hash") as mem:
     assert not late, f"loaded by a recall: {late}"     # each ~4-8 ms of a new process's first recall
     writing = [m for m in ("ipy_memory._ingest", "ipy_memory._writer", "ipy_memory._markdown") if m in sys.modules]
     assert not writing, f"the write path's modules loaded by a recall: {writing}"     # ~5 ms
-    mem.remember("a heron nests by the otter's kelp")
+    mem.remember("a heron nests by the otter's kelp. Has it? Ann: héron [1 May 2023]")
     assert "ipy_memory._writer" in sys.modules
+    assert all(f.cache_info().currsize for f in WRITE_REGEXES)
     from ipy_memory import _kernels
     if _kernels.FAST_HALF_DOTS:     # the exact scan is the extension's: nothing else needed
         assert "usearch" not in sys.modules, "loaded by an exact vector scan"

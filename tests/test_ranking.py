@@ -136,7 +136,7 @@ def test_question_marks():
     ("  [ts]  Ana :  hi\nthere", ("ts", "Ana", "hi\nthere"))])
 def test_chat_parts(text, parts):
     assert _text.chat_parts(text) == parts
-    m = _text._CHAT_LINE.match(text)          # the shortcut for texts without ':' or '[' agrees with the regex
+    m = _text.chat_line().match(text)         # the shortcut for texts without ':' or '[' agrees with the regex
     assert parts == (("", "", text) if not (m.group(1) or m.group(2)) or len((m.group(2) or "").split()) > 3
                      else ((m.group(1) or "").strip(), (m.group(2) or "").strip(), m.group(3)))
 

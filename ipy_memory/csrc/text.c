@@ -2,8 +2,8 @@
  * regexes find), in one pass each. */
 #include "speedups.h"
 
-/* The words of _text._NUMBER and _text._TIME (whole tokens, any case), and _TIME's month prefixes
- * (a token that starts with one and goes on in letters). tests/test_text_block.py checks every word
+/* The words of the number and time patterns (_text.cue_patterns: whole tokens, any case), and the
+ * time pattern's month prefixes (a token that starts with one and goes on in letters). tests/test_text_block.py checks every word
  * of those patterns, in several spellings, against this scan. */
 static const char *const NUMBER_WORDS[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                                            "ten", "eleven", "twelve", "twenty", "thirty", "hundred", "thousand",
@@ -70,7 +70,7 @@ static int token_cues(const unsigned char *text, Py_ssize_t at, Py_ssize_t n)
 const char ascii_cues_doc[] = PyDoc_STR(
 "ascii_cues(text) -> int | None\n--\n\n"
 "_text.answer_cues(text) for ASCII text (bit 1 a number, 2 a time, 4 a proper name: what the regexes\n"
-"_text._NUMBER, _TIME and _NAME find), None for other text (the regexes then run).");
+"of _text.cue_patterns find), None for other text (the regexes then run).");
 
 PyObject *ascii_cues(PyObject *self, PyObject *arg)
 {
