@@ -6,7 +6,9 @@
 
 * exact float16 scan: `half_dots` (F16C path and portable path) against usearch's exact search on
   one and two threads and the numpy twin, one query over `--rows` random unit rows of 384 dims
-  (the row count of 100k synthetic memories' sections);
+  (the row count of 100k synthetic memories' sections); and `half_dots_crc`, the scan with the CRC
+  check of the snapshot rows it reads in the same pass (a cold recall's), against the scan followed
+  by the CRC of each part, as before;
 * candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
   it) against listing every non-zero index first (as recall did before, compiled and numpy), for
   the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
@@ -74,6 +76,28 @@ def scan_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
                 best(lambda: _kernels.half_dots_numpy(mat, qs, None, sims), repeat),
                 compiled))
     return out
+
+
+def checked_scan_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    """A cold recall's scan of a snapshot's rows with their CRC check, in parts of 8,192 rows."""
+    mat = np.random.default_rng(1).standard_normal((rows, 384)).astype(np.float16)
+    qs, sims = np.ones((1, 384), np.float32), np.empty((1, rows), np.float32)
+    k = _kernels._speedups
+    parts = [(lo, min(lo + 8192, rows)) for lo in range(0, rows, 8192)]
+
+    def fused():
+        for lo, hi in parts:
+            k.half_dots_crc(mat[lo:hi], qs, None, sims[:, lo:hi])
+
+    def separate():
+        for lo, hi in parts:
+            k.half_dots(mat[lo:hi], qs, None, sims[:, lo:hi])
+            k.crc32(mat[lo:hi])
+    compiled = best(fused, repeat)
+    path = "one pass, AVX-512 + VPCLMULQDQ" if k.FUSED_CRC_DOTS else "CRC of each block of rows after its dots"
+    return [(f"half_dots_crc ({path})", compiled, compiled),
+            ("half_dots, then crc32 of the part", best(separate, repeat), compiled),
+            ("half_dots alone (no check)", best(lambda: k.half_dots(mat, qs, None, sims), repeat), compiled)]
 
 
 def selection_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
@@ -215,6 +239,8 @@ def main() -> None:
           f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}\n")
     ms_table(f"Exact scan of {a.rows:,} float16 rows (384 dims), one query", "scan", "half_dots",
              scan_rows(a.rows, a.repeat))
+    ms_table(f"Cold scan of {a.rows:,} snapshot rows with their CRC check, parts of 8,192", "scan + check",
+             "half_dots_crc", checked_scan_rows(a.rows, a.repeat))
     ms_table(f"Top 200 of {a.scores:,} lexical scores, 13.5% non-zero", "selection", "largest_nonzero",
              selection_rows(a.scores, a.repeat))
     ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",

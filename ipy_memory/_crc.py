@@ -77,18 +77,31 @@ class CrcJob(Pieces):
 
     def work(self) -> None:
         while (k := self._take()) is not None:
-            self._finish(k)
+            self.finish(k)
 
     def offer(self, i: int, at: int) -> None:
         """Check the piece of buffer i that starts at byte `at` now, if there is one and no thread
         has taken it (never waits: a lock held elsewhere leaves the piece to the others)."""
-        k = self._at.get((i, at))
-        if k is not None and self._claim(k):
-            self._finish(k)
+        k = self.take(i, at)
+        if k is not None:
+            self.finish(k)
 
-    def _finish(self, k: int) -> None:
-        self.crcs[k] = _crc32(self.pieces[k][1])
+    def take(self, i: int, at: int, size: int | None = None) -> int | None:
+        """The piece of buffer i that starts at byte `at` (and is `size` bytes long), taken for the
+        caller, who then gives its CRC to `provide` (or has `finish` compute it), if there is one
+        and no thread has taken it (never waits)."""
+        k = self._at.get((i, at))
+        if k is None or (size is not None and len(self.pieces[k][1]) != size) or not self._claim(k):
+            return None
+        return k
+
+    def provide(self, k: int, crc: int) -> None:
+        """The CRC of piece k (taken), computed by the caller as it read the piece's bytes."""
+        self.crcs[k] = crc
         self._finish_one()
+
+    def finish(self, k: int) -> None:
+        self.provide(k, _crc32(self.pieces[k][1]))
 
     def result(self) -> list[int]:
         self.work()

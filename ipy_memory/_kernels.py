@@ -53,6 +53,13 @@ def half_dots_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray | No
         out[:, ~alive] = -np.inf
 
 
+def half_dots_crc_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray | None, out: np.ndarray) -> int:
+    """half_dots_numpy, and returns zlib.crc32 of mat's bytes (row after row): the check of a
+    snapshot's rows that a scan of them does in the same pass where it is compiled."""
+    half_dots_numpy(mat, queries, alive, out)
+    return zlib.crc32(np.ascontiguousarray(mat))
+
+
 def bm25_add_numpy(out: np.ndarray, slots: np.ndarray, tf: np.ndarray, norm: np.ndarray | None,
                    lens: np.ndarray | None, shared: np.ndarray | None, flat: float, coef: float) -> None:
     """out[slots] += coef * tf / (tf + nm) (float32), nm = flat where `shared`, else norm[lens[slots]]
@@ -341,6 +348,7 @@ def _flatnonzero(values: np.ndarray, floor: float = -np.inf) -> np.ndarray:
 
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
+half_dots_crc = _speedups.half_dots_crc if COMPILED else half_dots_crc_numpy
 # the compiled float16 scan beats usearch's only on its F16C path (x86 with AVX2): elsewhere usearch scans
 FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 # float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere

@@ -53,6 +53,37 @@ class _Check:
         self.job, self.started, self.pid = CrcJob(self.buffers, self.PIECE, self.layouts), False, os.getpid()
 
 
+class RowChecks:
+    """The check of a member left for later, for whoever reads its rows (after `head` bytes of .npy
+    header, rows of `row_bytes`, the first at `address` in the mapping): see `read`. (Each call uses
+    the job of this process: _Check.renew().)"""
+
+    __slots__ = ("check", "member", "head", "row_bytes", "address")
+
+    def __init__(self, check: _Check, member: int, head: int, row_bytes: int, address: int):
+        self.check, self.member, self.head, self.row_bytes, self.address = check, member, head, row_bytes, address
+
+    def read(self, lo: int, rows: np.ndarray, scan, scan_crc) -> None:
+        """scan(rows), rows lo.. of the member, and their check: by scan_crc(rows) instead, which
+        scans them and returns their CRC in the same pass, if they are a piece of the check that no
+        thread has taken and are read from the mapping itself (not a copy); else the piece is
+        checked after the scan, if it is free, while the rows are in cache."""
+        job, at = self.check.job, self.head + lo * self.row_bytes
+        k = None
+        if rows.ctypes.data == self.address + lo * self.row_bytes:
+            k = job.take(self.member, at, rows.nbytes)
+        if k is None:
+            scan(rows)
+            job.offer(self.member, at)
+            return
+        try:
+            crc = scan_crc(rows)
+        except BaseException:
+            job.finish(k)            # (a taken piece must be done for the check to end)
+            raise
+        job.provide(k, crc)
+
+
 class LaterChecks:
     """The CRC checks that `load_npz(..., later=..., checks=self)` left for later. `start()` hands
     them to the scan thread (a recall does once its vector scan is queued: the scan comes first),
@@ -66,14 +97,6 @@ class LaterChecks:
         check = _Check(path, infos, buffers, layouts or {})
         self.pending.append(check)
         return check
-
-    @staticmethod
-    def rows_hook(check: _Check, member: int, head: int, row_bytes: int):
-        """A callable(lo, hi) for whoever reads rows lo..hi of a member left for later (its
-        `head` bytes of .npy header, then rows of `row_bytes`): it checks that part then."""
-        def scanned(lo: int, hi: int) -> None:
-            check.job.offer(member, head + lo * row_bytes)     # (the job of this process: renew())
-        return scanned
 
     def _current(self) -> list[_Check]:
         """The pending checks; in a forked child each starts afresh (its copy of a job may count a
@@ -160,8 +183,8 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
     zip or CRC) if it is damaged. The members named in `later` whose dtype holds values only are
     checked in the background, the check added to `checks` (its failure is a DamagedSnapshot). A
     `later` mapping may give a member a number of rows: its check is then cut in parts of that many
-    rows, and `checks.hooks[path, name]` is a callable(lo, hi) that a reader of rows lo..hi calls to
-    check them while they are in cache (LaterChecks.rows_hook)."""
+    rows, and `checks.hooks[path, name]` is a RowChecks through which a reader of rows lo..hi checks
+    them while they are in cache."""
     if not MAP:
         return _read(path)
     with open(path, "rb") as f:
@@ -199,10 +222,10 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
                 row_bytes = a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
                 head = len(members[i][1]) - a.nbytes          # the .npy header
                 layouts[j] = (head, rows * row_bytes)
-                hooks[names[i]] = (j, head, row_bytes)
+                hooks[names[i]] = (j, head, row_bytes, a.ctypes.data)
         check = checks.add(path, [infos[i] for i in deferred], [members[i][1] for i in deferred], layouts)
-        for name, (j, head, row_bytes) in hooks.items():
-            checks.hooks[path, name] = LaterChecks.rows_hook(check, j, head, row_bytes)
+        for name, (j, head, row_bytes, address) in hooks.items():
+            checks.hooks[path, name] = RowChecks(check, j, head, row_bytes, address)
     return out
 
 

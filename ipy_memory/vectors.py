@@ -43,7 +43,7 @@ class VectorShard(_Rows, ColumnsMixin):
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
         self.fetch = fetch
-        self.scanned = None          # callable(lo, hi) after an exact scan read rows lo..hi (_npz hooks)
+        self.scanned = None          # the snapshot rows' check, for an exact scan of them (_npz.RowChecks)
         self.low = _LowTier(dim)
         self.keys = Column(np.int64)
         self.mat = Column(np.float16, width=dim)
@@ -282,13 +282,17 @@ class VectorShard(_Rows, ColumnsMixin):
         qs, alive = np.ascontiguousarray(qs, np.float32), self.alive.view[start:] if self.dead else None
         if len(qs) == 1 and len(mat) >= 2 * _EXACT_PART:
             # in parts that the recall's thread takes too once its lexical scoring is done (help_scan),
-            # each part's rows then checked against the snapshot they came from while in cache
+            # each part's rows checked against the snapshot they came from in the scan's own pass
+            # (half_dots_crc: 152k rows 9.5 ms against 17.8 for a scan, then a CRC of what it read)
             scanned = self.scanned if start == 0 else None
 
             def part(lo: int, hi: int) -> None:
-                _kernels.half_dots(mat[lo:hi], qs, None if alive is None else alive[lo:hi], sims[:, lo:hi])
-                if scanned is not None:
-                    scanned(lo, hi)
+                args = (qs, None if alive is None else alive[lo:hi], sims[:, lo:hi])
+                if scanned is None:
+                    _kernels.half_dots(mat[lo:hi], *args)
+                else:
+                    scanned.read(lo, mat[lo:hi], lambda rows: _kernels.half_dots(rows, *args),
+                                 lambda rows: _kernels.half_dots_crc(rows, *args))
             run_parts([(lo, lo + _EXACT_PART) for lo in range(0, len(mat), _EXACT_PART)], lambda p: part(*p))
         else:
             _kernels.half_dots(mat, qs, alive, sims)

@@ -85,6 +85,53 @@ def test_half_dots_refuse_what_they_cannot_read_safely():
         f(mat, qs, None, frozen)
 
 
+def _crc_kernels_under_test():
+    """(name, half_dots_crc, the half_dots whose values it must give)"""
+    out = [("numpy", _kernels.half_dots_crc_numpy, _kernels.half_dots_numpy)]
+    if _kernels.COMPILED:
+        out.append(("compiled", _kernels._speedups.half_dots_crc, _kernels._speedups.half_dots))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), dim=st.sampled_from([1, 7, 32, 100, 128, 256, 384]),
+       nq=st.integers(1, 2), with_alive=st.booleans())
+def test_half_dots_crc_is_half_dots_and_the_crc_of_the_rows(seed, n, dim, nq, with_alive):
+    """The scan with the check in its pass gives half_dots' values bit for bit (the fused path, for
+    one query over multiples of 128 dimensions, sums in the same order) and zlib's CRC of the rows."""
+    import zlib
+    rng = np.random.default_rng(seed)
+    mat = rng.standard_normal((n, dim)).astype(np.float16)
+    qs = rng.standard_normal((nq, dim)).astype(np.float32)
+    alive = rng.random(n) > 0.3 if with_alive else None
+    for name, f, plain in _crc_kernels_under_test():
+        want, out = np.full((nq, n), np.nan, np.float32), np.full((nq, n), np.nan, np.float32)
+        plain(mat, qs, alive, want)
+        assert f(mat, qs, alive, out) == zlib.crc32(mat.tobytes()), name
+        assert np.array_equal(out, want), name
+
+
+@compiled
+def test_half_dots_crc_on_a_snapshot_sized_scan_and_its_refusals():
+    """152k rows of 384 float16 (a 100k-memory store's vectors) in parts, as a cold recall scans them;
+    rows that are not back to back are refused (their bytes are not one piece of the file)."""
+    import zlib
+    rng = np.random.default_rng(1)
+    mat = rng.standard_normal((20_000, 384)).astype(np.float16)
+    q = rng.standard_normal((1, 384)).astype(np.float32)
+    want, out = np.empty((1, len(mat)), np.float32), np.empty((1, len(mat)), np.float32)
+    _kernels._speedups.half_dots(mat, q, None, want)
+    for lo in range(0, len(mat), 8192):
+        part = mat[lo:lo + 8192]
+        assert _kernels._speedups.half_dots_crc(part, q, None, out[:, lo:lo + 8192]) == zlib.crc32(part.tobytes())
+    assert np.array_equal(out, want)
+    wide = np.zeros((10, 400), np.float16)
+    with pytest.raises(ValueError):
+        _kernels._speedups.half_dots_crc(wide[:, :384], q, None, np.empty((1, 10), np.float32))
+    with pytest.raises(ValueError):
+        _kernels._speedups.half_dots_crc(mat[:10], q, None, np.empty((1, 11), np.float32))
+
+
 def test_exact_vector_search_finds_the_float32_nearest_rows():
     """A shard too small for a graph scans its float16 rows exactly (half_dots, or usearch without the
     extension), forgotten rows excluded, and rescoring orders the answer as float32 search would

@@ -269,3 +269,59 @@ def test_crc_job_pieces_offered_by_readers_give_the_same_crcs():
     with job._lock:
         job.offer(0, 128)                     # returns at once
     assert not job._taken[job._at[(0, 128)]] and job.result() == want
+
+
+def test_crc_job_pieces_taken_by_readers_are_checked_with_the_crc_they_give():
+    """take() hands a free piece of the given start (and size) to its caller once; the CRC the
+    caller provides, or finish() computes, completes the check like any other piece."""
+    rng = np.random.default_rng(5)
+    buffers = [rng.bytes(10_000), rng.bytes(777)]
+    want = [zlib.crc32(b) for b in buffers]
+    job = _crc.CrcJob(buffers, 300, {0: (128, 1000)})
+    assert job.take(0, 5) is None                          # no piece starts there
+    assert job.take(0, 128, 999) is None                   # one does, but not of that size
+    k = job.take(0, 128, 1000)
+    assert k is not None and job.take(0, 128, 1000) is None and job.take(0, 128) is None    # taken once
+    job.provide(k, zlib.crc32(buffers[0][128:1128]))
+    last = job.take(0, 128 + 9 * 1000)                     # the last piece runs to the end (872 bytes)
+    job.finish(last)
+    assert job.result() == want
+    job = _crc.CrcJob(buffers, 300, {0: (128, 1000)})
+    job.provide(job.take(0, 1128), 0xDEADBEEF)             # a reader's wrong CRC fails the check
+    assert job.result()[0] != want[0] and job.result()[1] == want[1]
+
+
+def test_row_checks_let_only_readers_of_the_mapping_check_rows_in_their_own_pass(tmp_path):
+    """A member left for later with a row layout gets a RowChecks hook: a reader of a piece's rows
+    from the mapping itself checks them with the CRC its own pass gives; one reading a copy (its
+    bytes are not the file's) or rows that are no piece scans them, and the piece is checked from
+    the mapping. Either way a wrong CRC from the reader is caught, and a failed scan still ends its
+    piece's check."""
+    path = tmp_path / "s.npz"
+    _npz.write_npz(path, ARRAYS)
+    hot = ARRAYS["hot"]
+
+    def load():
+        checks = _npz.LaterChecks()
+        got = _npz.load_npz(path, {"hot": 4}, checks)
+        return checks, checks.hooks[path, "hot"], got["hot"]
+
+    for rows_of, fused in ((lambda m, lo: m[lo:lo + 4], True), (lambda m, lo: m[lo:lo + 4].copy(), False),
+                           (lambda m, lo: m[lo:lo + 3], False)):
+        checks, hook, mapped_hot = load()
+        scans = []
+        for lo in range(0, len(hot), 4):
+            hook.read(lo, rows_of(mapped_hot, lo), lambda r: scans.append("scan"),
+                      lambda r: scans.append("crc") or zlib.crc32(r.tobytes()))
+        assert set(scans) == {"crc" if fused else "scan"} and len(scans) == len(hot) // 4
+        assert checks.failed() == []
+    checks, hook, mapped_hot = load()
+    hook.read(8, mapped_hot[8:12], None, lambda r: 0xDEADBEEF)          # a reader's wrong CRC
+    assert [p.name for p, _ in checks.failed()] == [path.name]
+    checks, hook, mapped_hot = load()
+
+    def failing(rows):
+        raise MemoryError
+    with pytest.raises(MemoryError):
+        hook.read(0, mapped_hot[0:4], None, failing)
+    assert checks.failed() == []                                         # its piece checked all the same

@@ -212,22 +212,28 @@ def test_a_ranking_that_fails_on_damaged_values_ranks_again(store, monkeypatch, 
 
 
 def test_an_exact_scan_checks_the_vectors_it_reads(store, monkeypatch, caplog):
-    """The first recall's exact scan checks the CRC of the snapshot's vector rows it has just read
-    (in parts of the scan's rows); damage there is still caught before the recall answers."""
-    from ipy_memory import _crc, _kernels, vectors
+    """The first recall's exact scan checks the CRC of the snapshot's vector rows as it reads them
+    (in parts of the scan's rows, in its own pass where the CPU allows); damage there is still caught
+    before the recall answers."""
+    from ipy_memory import _crc, _kernels, _npz, _recall, vectors
     if not _kernels.FAST_HALF_DOTS:
         pytest.skip("the scan in parts is the compiled one's")
     monkeypatch.setattr(vectors, "_EXACT_PART", 256)
     monkeypatch.setattr(vectors.VectorShard, "VALUE_MEMBERS", {"hot": 256})
+    monkeypatch.setattr(_recall, "_BESIDE_ROWS", 1000)        # the scan on the worker, before the checks,
+    monkeypatch.setattr(_npz.LaterChecks, "help", lambda checks: None)     # which the recall's thread leaves to it
     path, _ = store
     hybrid = Settings(vector_weight_hash=0.5)
     with MemoryEngine(path, project="p", settings=hybrid) as mem:
         expected = results(mem)
-    offered, real = [], _crc.CrcJob.offer
-    monkeypatch.setattr(_crc.CrcJob, "offer", lambda job, i, at: offered.append(at) or real(job, i, at))
+    read, take = [], _crc.CrcJob.take
+    monkeypatch.setattr(_crc.CrcJob, "take", lambda job, i, at, size=None: read.append(at) or take(job, i, at, size))
+    fused, scan = [], _kernels.half_dots_crc
+    monkeypatch.setattr(_kernels, "half_dots_crc", lambda *args: fused.append(1) or scan(*args))
     with MemoryEngine(path, project="p", settings=hybrid) as mem:
         assert results(mem) == expected
-    assert len(offered) >= len(TEXTS) // 256                 # every part of the first scan
+    assert len(read) >= len(TEXTS) // 256                    # every part of the first scan
+    assert fused                                             # parts checked in the scan's own pass
     assert "rebuilding the index" not in caplog.text         # and the pieces it checked add up
     snap = next((path / "index").glob("*.vec.npz"))
     raw = bytearray(snap.read_bytes())

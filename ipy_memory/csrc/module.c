@@ -74,6 +74,7 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 static PyMethodDef methods[] = {
     {"column_scores", column_scores, METH_VARARGS, column_scores_doc},
     {"half_dots", half_dots, METH_VARARGS, half_dots_doc},
+    {"half_dots_crc", half_dots_crc, METH_VARARGS, half_dots_crc_doc},
     {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
     {"context_add", context_add, METH_VARARGS, context_add_doc},
     {"priors", priors, METH_VARARGS, priors_doc},
@@ -112,7 +113,8 @@ PyMODINIT_FUNC PyInit__speedups(void)
     crc32_init();
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddIntConstant(m, "FAST_CRC32", crc32_fast) < 0
-              || PyModule_AddIntConstant(m, "FAST_HALF_DOTS", half_dots_fast()) < 0)) {
+              || PyModule_AddIntConstant(m, "FAST_HALF_DOTS", half_dots_fast()) < 0
+              || PyModule_AddIntConstant(m, "FUSED_CRC_DOTS", half_dots_crc_fused()) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -48,6 +48,7 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 #define KERNEL(name) PyObject *name(PyObject *self, PyObject *args); extern const char name##_doc[];
 KERNEL(column_scores)
 KERNEL(half_dots)
+KERNEL(half_dots_crc)
 KERNEL(bm25_add)
 KERNEL(context_add)
 KERNEL(priors)
@@ -77,6 +78,8 @@ int utf8_hash(const char *prefix, PyObject *text, uint64_t *out); /* ... of pref
 int is_cjk_char(Py_UCS4 c);     /* kana, CJK or hangul: _text._CJK's ranges */
 int starts_cjk(PyObject *word); /* its first character is such */
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
+int half_dots_crc_fused(void); /* half_dots_crc checksums in the scan's own pass here (AVX-512, VPCLMULQDQ) */
 extern int crc32_fast;
+uint32_t crc32_zlib(uint32_t value, const uint8_t *p, size_t n); /* zlib.crc32(p[:n], value) */
 
 #endif
