@@ -9,6 +9,8 @@
   (the row count of 100k synthetic memories' sections); and `half_dots_crc`, the scan with the CRC
   check of the snapshot rows it reads in the same pass (a cold recall's), against the scan followed
   by the CRC of each part, as before;
+* int8 columns: `quantize_rows` (a space's columns for sparse queries, built after its first one)
+  on its F16C and portable paths against its numpy twin, over the same rows;
 * candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
   it) against listing every non-zero index first (as recall did before, compiled and numpy), for
   the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
@@ -98,6 +100,22 @@ def checked_scan_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
     return [(f"half_dots_crc ({path})", compiled, compiled),
             ("half_dots, then crc32 of the part", best(separate, repeat), compiled),
             ("half_dots alone (no check)", best(lambda: k.half_dots(mat, qs, None, sims), repeat), compiled)]
+
+
+def columns_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    """The int8 columns of a cold space's float16 rows (ColumnScan, built after its first sparse
+    query), in chunks of 8,192 rows as a Build converts them."""
+    mat = np.random.default_rng(2).standard_normal((rows, 384)).astype(np.float16)
+    cols, scales = np.zeros((384, rows), np.int8), np.zeros(rows, np.float32)
+
+    def run(f):
+        for lo in range(0, rows, 8192):
+            f(mat[lo:lo + 8192], cols[:, lo:lo + 8192], scales[lo:lo + 8192])
+    compiled = best(lambda: run(_kernels._speedups.quantize_rows), repeat)
+    return [("quantize_rows, F16C path", compiled, compiled),
+            ("quantize_rows, portable path", best(lambda: run(lambda *a: _kernels._speedups.quantize_rows(*a, False)),
+                                                  repeat), compiled),
+            ("numpy twin (quantize_rows_numpy)", best(lambda: run(_kernels.quantize_rows_numpy), repeat), compiled)]
 
 
 def selection_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
@@ -241,6 +259,8 @@ def main() -> None:
              scan_rows(a.rows, a.repeat))
     ms_table(f"Cold scan of {a.rows:,} snapshot rows with their CRC check, parts of 8,192", "scan + check",
              "half_dots_crc", checked_scan_rows(a.rows, a.repeat))
+    ms_table(f"int8 columns of {a.rows:,} float16 rows (384 dims), chunks of 8,192", "build", "quantize_rows",
+             columns_rows(a.rows, a.repeat))
     ms_table(f"Top 200 of {a.scores:,} lexical scores, 13.5% non-zero", "selection", "largest_nonzero",
              selection_rows(a.scores, a.repeat))
     ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",

@@ -60,6 +60,20 @@ def half_dots_crc_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray 
     return zlib.crc32(np.ascontiguousarray(mat))
 
 
+def quantize_rows_numpy(rows: np.ndarray, cols: np.ndarray, scales: np.ndarray) -> None:
+    """The int8 columns of float16 rows (n, dim): scales[j] = max|rows[j]| / 127 (float32) and
+    cols[:, j] = rint(rows[j] / scales[j]) clipped to [-127, 127] (a row of zeros: scale 0, zeros);
+    cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32."""
+    x = rows.astype(np.float32)
+    top = np.abs(x).max(axis=1) if x.size else np.zeros(len(rows), np.float32)
+    scale = (top / np.float32(127)).astype(np.float32)
+    np.divide(x, scale[:, None], out=x, where=scale[:, None] > 0)
+    np.rint(x, out=x)
+    np.clip(x, -127, 127, out=x)
+    cols[...] = x.astype(np.int8).T          # cast, then transpose: 4x faster
+    scales[...] = scale
+
+
 def bm25_add_numpy(out: np.ndarray, slots: np.ndarray, tf: np.ndarray, norm: np.ndarray | None,
                    lens: np.ndarray | None, shared: np.ndarray | None, flat: float, coef: float) -> None:
     """out[slots] += coef * tf / (tf + nm) (float32), nm = flat where `shared`, else norm[lens[slots]]
@@ -349,6 +363,7 @@ def _flatnonzero(values: np.ndarray, floor: float = -np.inf) -> np.ndarray:
 column_scores = _speedups.column_scores if COMPILED else column_scores_numpy
 half_dots = _speedups.half_dots if COMPILED else half_dots_numpy
 half_dots_crc = _speedups.half_dots_crc if COMPILED else half_dots_crc_numpy
+quantize_rows = _speedups.quantize_rows if COMPILED else quantize_rows_numpy
 # the compiled float16 scan beats usearch's only on its F16C path (x86 with AVX2): elsewhere usearch scans
 FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 # float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere

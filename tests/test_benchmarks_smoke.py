@@ -137,7 +137,7 @@ def test_kernels_quick(tmp_path):
         import pytest
         pytest.skip("the kernels benchmark compares the compiled extension with its twins")
     out = _run([str(BENCH / "kernels.py"), "--quick"], tmp_path).stdout
-    for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "half_dots_crc (", "text_words",
-                "ascii_cues", "blake2b64", "gram_hashes", "index_batch", "sort_postings", "merge_postings", "to_half",
-                "rows_json"):
+    for row in ("half_dots, F16C path", "usearch exact search, 2 threads", "numpy twin", "half_dots_crc (",
+                "quantize_rows, F16C", "text_words", "ascii_cues", "blake2b64", "gram_hashes", "index_batch",
+                "sort_postings", "merge_postings", "to_half", "rows_json"):
         assert row in out, row

@@ -3,6 +3,8 @@ top rows, and a VectorShard answers the same with it as a brute-force float32 se
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ipy_memory import _colscan, _kernels
 from ipy_memory.config import Settings
@@ -15,9 +17,32 @@ def kernel(request, monkeypatch):
     """Every test here runs with the compiled kernel and with its numpy twin."""
     if request.param == "numpy":
         monkeypatch.setattr(_kernels, "column_scores", _kernels.column_scores_numpy)
+        monkeypatch.setattr(_kernels, "quantize_rows", _kernels.quantize_rows_numpy)
     elif not _kernels.COMPILED:
         pytest.skip("the compiled kernels are not built (IPY_MEMORY_PURE_PYTHON)")
     return request.param
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 150), dim=st.integers(1, 70), share=st.floats(0.05, 1.0),
+       scale=st.sampled_from([1e-6, 1e-3, 1.0, 300.0, 3e3]))
+def test_compiled_columns_are_the_numpy_twins(kernel, seed, n, dim, share, scale):
+    """quantize_rows gives its twin's int8 columns and scales exactly (F16C and portable paths), for
+    rows of zeros, subnormal and large (finite) float16 values, written into a slice of wider columns."""
+    if kernel == "numpy":
+        return                   # (the fixture's numpy run: nothing to compare)
+    rng = np.random.default_rng(seed)
+    rows = (rng.standard_normal((n, dim)) * (rng.random((n, dim)) < share) * scale).astype(np.float16)
+    rows[::7] = 0
+    want_cols, want_scales = np.zeros((dim, n), np.int8), np.zeros(n, np.float32)
+    _kernels.quantize_rows_numpy(rows, want_cols, want_scales)
+    for simd in (True, False):
+        block, scales = np.full((dim, n + 9), 99, np.int8), np.zeros(n, np.float32)
+        _kernels._speedups.quantize_rows(rows, block[:, 4:4 + n], scales, simd)
+        assert np.array_equal(block[:, 4:4 + n], want_cols) and np.array_equal(scales, want_scales), simd
+        assert (block[:, :4] == 99).all() and (block[:, 4 + n:] == 99).all()    # nothing written outside
+    with pytest.raises(ValueError):
+        _kernels._speedups.quantize_rows(rows, block[:, :n + 1], np.zeros(n + 1, np.float32))
 
 
 def sparse_unit(rng, n, dim=64, nonzero=12, empty=True):

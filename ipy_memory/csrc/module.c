@@ -7,10 +7,10 @@
  * the GIL released, so two threads can scan two parts of one query at once.
  *
  * This file holds the argument helpers (speedups.h) and the module; the kernels are in scan.c
- * (the column scan, the exact float16 scan, float16 conversion), lexical.c (BM25 loops), words.c
- * (word tables, indexing words), postings.c (postings runs), structure.c (neighbours), text.c (words
- * and answer cues), embed.c (the hashing embedder), blake2b.c (its feature and the index's term
- * hashes) and crc.c (snapshot checksums).
+ * (the column scan, the exact float16 scan, float16 conversion), columns.c (building the int8
+ * columns), lexical.c (BM25 loops), words.c (word tables, indexing words), postings.c (postings
+ * runs), structure.c (neighbours), text.c (words and answer cues), embed.c (the hashing embedder),
+ * blake2b.c (its feature and the index's term hashes) and crc.c (snapshot checksums).
  */
 #include "speedups.h"
 
@@ -74,6 +74,7 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 static PyMethodDef methods[] = {
     {"column_scores", column_scores, METH_VARARGS, column_scores_doc},
     {"half_dots", half_dots, METH_VARARGS, half_dots_doc},
+    {"quantize_rows", quantize_rows, METH_VARARGS, quantize_rows_doc},
     {"half_dots_crc", half_dots_crc, METH_VARARGS, half_dots_crc_doc},
     {"bm25_add", bm25_add, METH_VARARGS, bm25_add_doc},
     {"context_add", context_add, METH_VARARGS, context_add_doc},

@@ -90,19 +90,6 @@ PyObject *column_scores(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------------------ float16 dots */
 
-/* float16 bits -> float32, exact for every value (Giesen's method: the exponent is rebased by one
- * multiplication by 2^112, which is exact and also normalises subnormals; inf and NaN get an all-ones
- * exponent). The portable path; x86 CPUs with F16C convert eight at a time instead. */
-static inline float half_to_float(uint16_t h)
-{
-    union { uint32_t u; float f; } v = {.u = (uint32_t)(h & 0x7fff) << 13};
-    v.f *= 0x1p112f;
-    if (v.f >= 65536.0f)
-        v.u |= 0xffu << 23;
-    v.u |= (uint32_t)(h & 0x8000) << 16;
-    return v.f;
-}
-
 /* out[k * n + j] = qs[k] . row j, or -inf where alive[j] is false. Eight partial sums per dot. */
 static void half_dots_portable(const uint16_t *mat, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t dim,
                                const float *qs, Py_ssize_t nq, const uint8_t *alive, float *out, Py_ssize_t ostride)

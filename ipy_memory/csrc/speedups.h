@@ -47,6 +47,7 @@ PyObject *release_checked(Arg *args, int n, Py_ssize_t bad, const char *kernel, 
 /* the kernels, one PyCFunction each (METH_VARARGS), and their docstrings */
 #define KERNEL(name) PyObject *name(PyObject *self, PyObject *args); extern const char name##_doc[];
 KERNEL(column_scores)
+KERNEL(quantize_rows)
 KERNEL(half_dots)
 KERNEL(half_dots_crc)
 KERNEL(bm25_add)
@@ -77,6 +78,20 @@ uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte
 int utf8_hash(const char *prefix, PyObject *text, uint64_t *out); /* ... of prefix + text's UTF-8 */
 int is_cjk_char(Py_UCS4 c);     /* kana, CJK or hangul: _text._CJK's ranges */
 int starts_cjk(PyObject *word); /* its first character is such */
+
+/* float16 bits -> float32, exact for every value (Giesen's method: the exponent is rebased by one
+ * multiplication by 2^112, which is exact and also normalises subnormals; inf and NaN get an all-ones
+ * exponent). scan.c's portable path (x86 CPUs with F16C convert eight at a time) and columns.c. */
+static inline float half_to_float(uint16_t h)
+{
+    union { uint32_t u; float f; } v = {.u = (uint32_t)(h & 0x7fff) << 13};
+    v.f *= 0x1p112f;
+    if (v.f >= 65536.0f)
+        v.u |= 0xffu << 23;
+    v.u |= (uint32_t)(h & 0x8000) << 16;
+    return v.f;
+}
+
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
 int half_dots_crc_fused(void); /* half_dots_crc checksums in the scan's own pass here (AVX-512, VPCLMULQDQ) */
 extern int crc32_fast;
