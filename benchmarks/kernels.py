@@ -18,8 +18,8 @@
   and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
   linked as conversations of 2-40 turns, interleaved;
 * float16: `to_half` (a write's vectors converted to float16, F16C) against numpy's astype;
-* postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (two runs
-  merged) against their numpy twins, for `--postings` postings of random 63-bit terms;
+* postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (four runs
+  merged in one pass) against their numpy twins, for `--postings` postings of random 63-bit terms;
 * text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
   over the texts (or the distinct words) of `--texts` memories of benchmarks/_synth.py, and
   `rows_json` against json's encoder over their document rows as a write builds them.
@@ -208,22 +208,25 @@ def index_batch(kernel, per_text: list, cache, miss) -> int:
 def postings_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
     rng = np.random.default_rng(0)
     vocab = rng.integers(0, 2**63 - 1, max(n // 4, 1), dtype=np.int64)
-    run = rng.choice(vocab, n), np.arange(n, dtype=np.int32), np.ones(n, np.float32)
 
     def out(m):
         return np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.float32)
-    old, new = out(n), out(n)
-    _kernels.sort_postings_numpy(*run, *old)
-    _kernels.sort_postings_numpy(*(a[::-1].copy() for a in run), *new)
-    k, merged = _kernels._speedups, out(2 * n)
+
+    def sorted_run(i):
+        run, o = (rng.choice(vocab, n), np.arange(i * n, (i + 1) * n, dtype=np.int32), np.ones(n, np.float32)), out(n)
+        _kernels.sort_postings_numpy(*run, *o)
+        return run, o
+    run, _ = sorted_run(0)
+    runs = [sorted_run(i)[1] for i in range(4)]
+    k, merged = _kernels._speedups, out(4 * n)
     fast_sort = best(lambda: k.sort_postings(*run, *out(n)), repeat)
-    fast_merge = best(lambda: k.merge_postings(*old, *new, *merged), repeat)
+    fast_merge = best(lambda: k.merge_postings(runs, *merged), repeat)
     return [("sort_postings (compiled)", fast_sort, fast_sort),
             ("numpy twin (stable argsort, three gathers)",
              best(lambda: _kernels.sort_postings_numpy(*run, *out(n)), repeat), fast_sort),
-            (f"merge_postings of two runs of {n:,} (compiled)", fast_merge, fast_merge),
-            ("numpy twin (binary searches, three scatters)",
-             best(lambda: _kernels.merge_postings_numpy(*old, *new, *merged), repeat), fast_merge)]
+            (f"merge_postings of four runs of {n:,} (compiled)", fast_merge, fast_merge),
+            ("numpy twin (stable argsort of them all, three gathers)",
+             best(lambda: _kernels.merge_postings_numpy(runs, *merged), repeat), fast_merge)]
 
 
 def to_half_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:

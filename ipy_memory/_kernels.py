@@ -308,16 +308,13 @@ def sort_postings_numpy(h: np.ndarray, s: np.ndarray, t: np.ndarray, out_h: np.n
         np.take(a, order, out=out)
 
 
-def merge_postings_numpy(h: np.ndarray, s: np.ndarray, t: np.ndarray, nh: np.ndarray, ns: np.ndarray, nt: np.ndarray,
-                         out_h: np.ndarray, out_s: np.ndarray, out_t: np.ndarray) -> None:
-    """Two runs of postings sorted by term hash merged into the out arrays: sorted by term hash, a
-    term's postings of the first run before those of the second."""
-    at = np.searchsorted(h, nh, side="right") + np.arange(len(nh))
-    keep = np.ones(len(h) + len(nh), bool)
-    keep[at] = False
-    for a, b, out in ((h, nh, out_h), (s, ns, out_s), (t, nt, out_t)):
-        out[at] = b
-        out[keep] = a
+def merge_postings_numpy(runs, out_h: np.ndarray, out_s: np.ndarray, out_t: np.ndarray) -> None:
+    """Runs of postings, each (hashes, slots, tfs) sorted by term hash, merged into the out arrays:
+    sorted by term hash, a term's postings in the order of the runs (a stable sort of them all)."""
+    h = np.concatenate([r[0] for r in runs]) if runs else np.zeros(0, np.int64)
+    order = np.argsort(h, kind="stable")
+    for i, out in enumerate((out_h, out_s, out_t)):
+        np.take(np.concatenate([r[i] for r in runs]) if runs else out[:0], order, out=out)
 
 
 def to_half_numpy(values: np.ndarray) -> np.ndarray:

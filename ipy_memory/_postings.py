@@ -2,10 +2,10 @@
 
 Loading a snapshot is a handful of numpy reads instead of re-tokenising every node, which is what
 makes a cold open of a large store fast. Postings added since go to runs: arrays sorted by term,
-one per write, merged like a binary counter (a run is merged into the one before while it is at
-least half its size), so a lookup searches O(log n) runs and a write is a sort plus amortised
-linear merges, with no Python loop over terms (a per-term dictionary of arrays cost 40 us a memory
-in bulk inserts); the sort and the merges are compiled kernels (csrc/postings.c) with numpy twins.
+one per write, merged four at a time (see _FANIN), so a lookup searches O(log n) runs and a write
+is a sort plus amortised linear merges, with no Python loop over terms (a per-term dictionary of
+arrays cost 40 us a memory in bulk inserts); the sort and the merges are compiled kernels
+(csrc/postings.c) with numpy twins.
 Term keys are the stable 63-bit hashes from `_text.term_hash`, so no vocabulary strings are kept.
 Every term's postings stay in slot (insertion) order.
 """
@@ -17,6 +17,14 @@ import numpy as np
 from . import _kernels
 
 _Run = tuple[np.ndarray, np.ndarray, np.ndarray]     # term hashes (sorted), slots, tfs
+
+# Runs are merged four at a time once the last four are of a size (within 2x), like the levels of
+# a tiered LSM tree: each posting is copied about log4 instead of log2 times. With the previous
+# binary counter (a run merged into the one before once at least half its size) a 100k-memory bulk
+# insert wrote 22M postings for 2.9M, 9% of its time, mostly in fresh pages. A lookup searches each
+# run: at most _MAX_RUNS, past which the last four are merged whatever their sizes.
+_FANIN = 4
+_MAX_RUNS = 16
 
 _EMPTY_I = np.zeros(0, np.int32)
 _EMPTY_F = np.zeros(0, np.float32)
@@ -42,9 +50,8 @@ class Postings:
                                *run)
         runs = self.runs
         runs.append(run)
-        while len(runs) > 1 and 2 * len(runs[-1][0]) >= len(runs[-2][0]):
-            newer = runs.pop()
-            runs[-1] = _merge(runs[-1], newer)
+        while len(runs) >= _FANIN and (_similar(runs[-_FANIN:]) or len(runs) > _MAX_RUNS):
+            runs[-_FANIN:] = [_merge(runs[-_FANIN:])]
 
     def get(self, h: int) -> tuple[np.ndarray, np.ndarray] | None:
         slots, tfs = [], []
@@ -67,9 +74,7 @@ class Postings:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Base and runs merged into CSR arrays (for a snapshot)."""
-        merged = (np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)
-        for run in self.runs:
-            merged = _merge(merged, run)
+        merged = _merge([(np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)] + self.runs)
         h = merged[0]
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64),
@@ -83,11 +88,17 @@ class Postings:
         return p
 
 
-def _merge(old: _Run, new: _Run) -> _Run:
-    """One sorted run of both; a term's newer postings go after its older ones (slot order)."""
-    out = _empty(len(old[0]) + len(new[0]))
-    _kernels.merge_postings(*old, *new, *out)
+def _merge(runs: list[_Run]) -> _Run:
+    """One sorted run of them all, in one pass; a term's newer postings go after its older ones (slot
+    order)."""
+    out = _empty(sum(len(r[0]) for r in runs))
+    _kernels.merge_postings(runs, *out)
     return out
+
+
+def _similar(runs: list[_Run]) -> bool:
+    sizes = [len(r[0]) for r in runs]
+    return max(sizes) <= 2 * min(sizes)
 
 
 def _empty(n: int) -> _Run:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ipy_memory import _kernels
-from ipy_memory._postings import Postings
+from ipy_memory._postings import _MAX_RUNS, Postings
 
 
 def _reference_check(post: Postings, ref: dict[int, list[tuple[int, float]]], probe) -> None:
@@ -27,7 +27,13 @@ def _reference_check(post: Postings, ref: dict[int, list[tuple[int, float]]], pr
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_runs_and_snapshots_agree_with_a_dict(seed):
+@pytest.mark.parametrize("kernel", ["compiled", "numpy"])
+def test_runs_and_snapshots_agree_with_a_dict(seed, kernel, monkeypatch):
+    if kernel == "numpy":
+        monkeypatch.setattr(_kernels, "merge_postings", _kernels.merge_postings_numpy)
+        monkeypatch.setattr(_kernels, "sort_postings", _kernels.sort_postings_numpy)
+    elif not _kernels.COMPILED:
+        pytest.skip("IPY_MEMORY_PURE_PYTHON is set")
     rng = np.random.default_rng(seed)
     terms = rng.integers(0, 2**63 - 1, 300, dtype=np.int64)     # 63-bit hashes, as term_hash gives
     post, ref, slot = Postings(), {}, 0
@@ -41,7 +47,7 @@ def test_runs_and_snapshots_agree_with_a_dict(seed):
                 ref.setdefault(h, []).append((slot, tf))
             slot += 1
         post.append_many(hs, ss, ts)
-        assert len(post.runs) <= 2 + int(np.log2(batch + 1)) * 2
+        assert len(post.runs) <= _MAX_RUNS
         if batch == 20:                          # a snapshot: the base, then more runs on top
             post = Postings.from_arrays(**{k: v.copy() for k, v in post.arrays().items()})
             assert not post.runs
@@ -89,15 +95,31 @@ def test_the_compiled_sort_is_the_stable_argsort(hashes):
 
 @compiled
 @settings(max_examples=300, deadline=None)
-@given(old=st.lists(_keys, max_size=200), new=st.lists(_keys, max_size=200))
-def test_the_compiled_merge_is_the_numpy_one(old, new):
-    a, b = _run(sorted(old)), _run(sorted(new), first_slot=1000)
-    want, got = _out(len(old) + len(new)), _out(len(old) + len(new))
-    _kernels.merge_postings_numpy(*a, *b, *want)
-    _kernels._speedups.merge_postings(*a, *b, *got)
+@given(runs=st.lists(st.lists(_keys, max_size=200) | st.lists(st.integers(0, 3), max_size=50), max_size=6))
+def test_the_compiled_merge_is_the_numpy_one(runs):
+    """Any number of runs, keys shared between them (a term's postings keep the runs' order)."""
+    runs = [_run(sorted(keys), first_slot=1000 * i) for i, keys in enumerate(runs)]
+    n = sum(len(r[0]) for r in runs)
+    want, got = _out(n), _out(n)
+    _kernels.merge_postings_numpy(runs, *want)
+    _kernels._speedups.merge_postings(runs, *got)
     for w, g in zip(want, got):
         assert w.tolist() == g.tolist()
     assert all(x <= y for x, y in zip(got[0], got[0][1:]))
+
+
+def test_many_small_runs_merge_four_at_a_time():
+    """Equal runs merge four at a time, a level at a time; a lookup never searches more than
+    _MAX_RUNS runs, even when sizes never line up (each run smaller than the one before)."""
+    post = Postings()
+    for i in range(16):
+        post.append_many([i], [i], [1.0])
+    assert [len(r[0]) for r in post.runs] == [16]
+    post = Postings()
+    for i, size in enumerate(range(200, 140, -1)):
+        post.append_many(list(range(size)), [i] * size, [1.0] * size)
+        assert len(post.runs) <= _MAX_RUNS
+    assert post.get(0)[0].tolist() == list(range(60))
 
 
 @compiled
@@ -112,6 +134,13 @@ def test_the_postings_kernels_refuse_mismatched_arrays():
     with pytest.raises(TypeError):
         k.sort_postings(*a, np.empty(3, np.int64), np.empty(3, np.int64), np.empty(3, np.float32))
     with pytest.raises(ValueError):
-        k.merge_postings(*a, *a, *_out(5))                                  # out as long as both
+        k.merge_postings([a, a], *_out(5))                                  # out as long as both
     with pytest.raises(TypeError):
-        k.merge_postings(*a, *a, *_out(6)[:2], np.empty(6, np.float64))    # tfs are float32
+        k.merge_postings([a, a], *_out(6)[:2], np.empty(6, np.float64))    # tfs are float32
+    with pytest.raises(ValueError):
+        k.merge_postings([a, (a[0], a[1][:2], a[2])], *_out(6))            # a run's arrays as long
+    with pytest.raises(TypeError):
+        k.merge_postings([a, list(a)], *_out(6))                            # runs are tuples
+    with pytest.raises(ValueError):
+        k.merge_postings([a] * 65, *_out(195))                              # at most 64
+    k.merge_postings([a] * 64, *_out(192))
