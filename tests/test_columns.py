@@ -1,0 +1,37 @@
+"""Column: growable numpy columns (ipy_memory/_columns.py)."""
+
+import numpy as np
+import pytest
+
+from ipy_memory._columns import Column
+
+
+@pytest.mark.parametrize("dtype,width,fill", [(np.int32, None, -1), (np.float64, None, np.inf),
+                                              (np.bool_, None, False), (np.float16, 8, 0)])
+def test_growth_keeps_the_rows_and_pads_with_the_fill(dtype, width, fill):
+    rng = np.random.default_rng(1)
+    col, rows = Column(dtype, width=width, fill=fill), []
+    for n in (1, 15, 1, 40, 300, 5000):               # past several doublings of the 16-row start
+        part = rng.integers(0, 2 if dtype is np.bool_ else 100, (n, width) if width else n).astype(dtype)
+        col.extend(part)
+        rows.append(part)
+        assert len(col) == col.size == sum(map(len, rows))
+        np.testing.assert_array_equal(col.view, np.concatenate(rows))
+        spare = col._data[col.size:]                  # rows not written yet hold the fill
+        assert (spare == fill).all()
+        padded = col.padded()
+        assert len(padded) == col.size + 1 and (padded[-1] == fill).all()
+        np.testing.assert_array_equal(padded[:-1], col.view)
+
+
+def test_padded_grows_by_a_sixteenth_and_adopt_takes_the_array():
+    col = Column(np.int32, fill=-1)
+    loaded = np.arange(1600, dtype=np.int32)
+    col.adopt(loaded)
+    assert col._data is loaded                        # not copied
+    padded = col.padded()
+    assert padded[-1] == -1 and len(col._data) == 1601 + 1600 // 16 + 16
+    col.extend([7])
+    assert col.view[-1] == 7 and col.padded()[-1] == -1
+    with pytest.raises(ValueError):
+        col.adopt(loaded)                             # only into an empty column
