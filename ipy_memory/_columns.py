@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _pages
+
 
 class Column:
     def __init__(self, dtype, width: int | None = None, fill=0):
@@ -24,9 +26,10 @@ class Column:
             cap = max(need, 2 * len(self._data)) if slack is None else need + slack
             shape = (cap, self.width) if self.width else cap
             # zeros, not empty + fill: the spare rows stay the kernel's untouched zero pages until
-            # written (filling the spare half of a 100k x 384 float16 matrix at once, as it doubled,
-            # cost 0.3-1.9 s of a 100k bulk insert on a VM whose fresh pages fault in slowly)
-            grown = np.zeros(shape, self.dtype) if not self.fill else np.full(shape, self.fill, self.dtype)
+            # written (and without numpy's huge-page advice: see _pages.py)
+            grown = _pages.zeros(shape, self.dtype)
+            if self.fill:
+                grown[self.size:] = self.fill
             grown[: self.size] = self._data[: self.size]
             self._data = grown
 

@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from . import _pages
 from ._digests import blake2b
 
 try:
@@ -220,7 +221,7 @@ def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray
 def word_table(slots: int = 4096) -> np.ndarray | dict:
     """An empty word cache for index_batch / word_ids: a word table (csrc/words.c) of `slots`
     slots (a power of two), a dict where the extension is not built."""
-    return np.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
+    return _pages.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
 
 
 def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None) -> np.ndarray | dict:

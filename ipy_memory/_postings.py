@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _pages
 
 _Run = tuple[np.ndarray, np.ndarray, np.ndarray]     # term hashes (sorted), slots, tfs
 
@@ -102,4 +102,4 @@ def _similar(runs: list[_Run]) -> bool:
 
 
 def _empty(n: int) -> _Run:
-    return np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.float32)
+    return _pages.zeros(n, np.int64), _pages.zeros(n, np.int32), _pages.zeros(n, np.float32)

@@ -1,8 +1,11 @@
-"""Column: growable numpy columns (ipy_memory/_columns.py)."""
+"""Column: growable numpy columns (ipy_memory/_columns.py), and the buffers they grow into (_pages.py)."""
+
+import mmap
 
 import numpy as np
 import pytest
 
+from ipy_memory import _pages
 from ipy_memory._columns import Column
 
 
@@ -35,3 +38,16 @@ def test_padded_grows_by_a_sixteenth_and_adopt_takes_the_array():
     assert col.view[-1] == 7 and col.padded()[-1] == -1
     with pytest.raises(ValueError):
         col.adopt(loaded)                             # only into an empty column
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 5), np.float16), (7, np.bool_), (_pages.MAPPED_FROM // 8 + 1, np.int64),
+                                         ((_pages.MAPPED_FROM // 384, 384), np.float16), ((2, 0), np.int32)])
+def test_pages_zeros_is_np_zeros_and_maps_large_buffers_privately(shape, dtype):
+    a = _pages.zeros(shape, dtype)
+    assert a.shape == np.zeros(shape, dtype).shape and a.dtype == np.dtype(dtype)
+    assert a.flags.c_contiguous and a.flags.writeable and not a.any()
+    mapped = a.nbytes >= _pages.MAPPED_FROM
+    assert isinstance(a.base, mmap.mmap) == mapped    # large: not numpy's allocator (no huge-page advice)
+    if a.size:
+        a.reshape(-1)[-1] = 1
+        assert a.sum() == 1

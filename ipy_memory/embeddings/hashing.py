@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .. import _kernels, _text
+from .. import _kernels, _pages, _text
 from .base import Embedder
 
 @functools.lru_cache(maxsize=None)
@@ -35,7 +35,7 @@ def _grown(a: np.ndarray, used: int, need: int) -> np.ndarray:
     only once every array is written."""
     if need <= len(a):
         return a
-    out = np.zeros(max(need, 2 * len(a)), a.dtype)
+    out = _pages.zeros(max(need, 2 * len(a)), a.dtype)
     out[:used] = a[:used]
     return out
 

@@ -1,0 +1,30 @@
+"""Large long-lived buffers from the kernel's own zero pages, without numpy's huge-page advice.
+
+numpy marks every allocation of 4 MB or more MADV_HUGEPAGE. Where transparent huge pages are
+`madvise` and their defrag is `madvise` too (Ubuntu's defaults), the first touch of such memory can
+stall on synchronous compaction when the kernel has no free huge page at hand (numpy#31590): on the
+2-core VM of BENCHMARKS.md, copying a 97k x 384 float16 matrix into a fresh doubled buffer took
+1.0-1.2 s with the advice and 40 ms without. numpy's switch for it (`NUMPY_MADVISE_HUGEPAGE`, or
+`_set_madvise_hugepage`) is process-wide state that a library has no business changing, so the
+buffers that grow with the store (columns, postings runs, scan blocks) come from a private anonymous
+mapping instead: zero-filled on first touch, 4 kB pages, freed when the last view of it goes.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+MAPPED_FROM = 1 << 22      # numpy's own threshold for the advice
+
+
+def zeros(shape, dtype) -> np.ndarray:
+    """np.zeros(shape, dtype), from a private anonymous mapping when it is MAPPED_FROM bytes or more."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    size = count * dtype.itemsize
+    if size < MAPPED_FROM:
+        return np.zeros(shape, dtype)
+    pages = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.ndarray(shape, dtype, buffer=pages)
