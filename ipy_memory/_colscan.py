@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from . import _kernels
+from . import _kernels, _pages
 from ._threads import Pieces, Worker
 from ._topk import largest
 
@@ -74,12 +74,12 @@ class ColumnScan:
         while done < len(rows):
             at = self.n % BLOCK
             if at == 0:
-                self.blocks.append(np.zeros((self.dim, min(BLOCK, max(1024, len(rows) - done))), np.int8))
+                self.blocks.append(_pages.zeros((self.dim, min(BLOCK, max(1024, len(rows) - done))), np.int8))
                 self.scales.append(np.zeros(0, np.float32))
             take = min(len(rows) - done, BLOCK - at)
             block = self.blocks[-1]
             if at + take > block.shape[1]:       # the last block grows geometrically up to BLOCK
-                grown = np.zeros((self.dim, min(BLOCK, max(at + take, 2 * block.shape[1]))), np.int8)
+                grown = _pages.zeros((self.dim, min(BLOCK, max(at + take, 2 * block.shape[1]))), np.int8)
                 grown[:, :at] = block[:, :at]
                 block = self.blocks[-1] = grown
             scale = np.empty(take, np.float32)   # 0 for an all-zero row: it scores 0
