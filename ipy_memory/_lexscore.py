@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from . import _kernels, _text
+from . import _kernels, _pages, _text
 from .config import Settings
 
 
@@ -130,7 +130,8 @@ def _doc_runs(docs: np.ndarray, start: int, size: int, nd: int, first_doc: int):
     if len(part) > 1 and not (part[1:] >= part[:-1]).all():
         return None, None
     count = np.bincount(part - first_doc if first_doc else part, minlength=nd - first_doc)
-    first = np.cumsum(count)            # in place from here: each new array's pages fault in
+    first = np.cumsum(count, out=_pages.zeros(len(count), count.dtype))   # in place from here: each new
+    # array's pages fault in
     first -= count
     first += start
     return first, count
@@ -141,35 +142,37 @@ def build(shard, now: float) -> Structure:
     passed = exp <= now
     dead = np.append(~shard.alive.view | passed, False)
     live = ~dead[:size]
-    length = np.append(shard.length.view, 0.0)         # float64: the context sums are exact
+    length = _pages.copy(shard.length.view, np.float64, extra=1)     # float64: the context sums are exact
     length[dead] = 0                                      # forgotten text lends no context
     # every slot's neighbours and context lengths at once (_walk / _contexts / _around do it for a
     # few slots, as writes need): one compiled call instead of ~25 numpy temporaries (100k memories)
     distances = np.array([d + 1 for d, w in enumerate(s.neighbor_weights) if w], np.int32)
-    around = np.empty((size + 1, 4 * len(distances)), np.int32)
-    ctxs = np.empty((len(distances), size + 1), np.int32)
+    # the Structure's own arrays on private pages (_pages.py: 1M memories, 48 MB for `around` alone)
+    around = _pages.zeros((size + 1, 4 * len(distances)), np.int32)
+    ctxs = _pages.zeros((len(distances), size + 1), np.int32)
     _kernels.neighbours(shard.prev.padded(), shard.next.padded(), length, distances, around, ctxs)
     ctx = list(ctxs)
     docs = shard.doc.padded()
     nd = shard.doc_len.size
     eligible = (shard.doc_text.view >= 3) & shard.doc_multi.view       # 3+ sections with text
     first, count = _doc_runs(docs, 0, size, nd, 0) if size else (None, None)
-    keep = live.astype(np.float32)
+    keep = _pages.zeros(size, np.float32)
+    keep[live] = 1
     if s.question_discount:
         np.multiply(keep, np.float32(1 - s.question_discount), out=keep,
                     where=(shard.cues.view & _text.ENDS_ASKING) != 0)
     asking = np.flatnonzero(shard.cues.view & _text.ASKS)
     st = Structure(
         settings=s, size=size, n_doc_slots=nd, lo=float(exp[passed].max()) if passed.any() else -np.inf,
-        hi=float(exp[~passed].min()) if (~passed).any() else np.inf, dead=dead, dead_slots=np.flatnonzero(dead),
+        hi=float(np.min(exp, where=~passed, initial=np.inf)), dead=dead, dead_slots=np.flatnonzero(dead),
         weights=[w for w in s.neighbor_weights if w], ctx=ctx,
         around=around,
-        ctx_sum=[float(c[:size][live].sum(dtype=np.float64)) for c in ctx], ctx_norm=[],
-        ctx_max=[int(c.max()) for c in ctx], n_live=int(live.sum()), lens=shard.length.view.astype(np.int32),
+        ctx_sum=[float(np.sum(c[:size], where=live, dtype=np.float64)) for c in ctx], ctx_norm=[],
+        ctx_max=[int(c.max()) for c in ctx], n_live=int(live.sum()), lens=_pages.copy(shard.length.view, np.int32),
         norm=None, doc_lens=shard.doc_len.view.astype(np.int32), doc_norm=None, docs=docs,
         may_share=(eligible[docs[:size]] & shard.alive.view) if eligible.any() else None, doc_first=first,
         doc_count=count, asking=asking, answering=shard.next.view[asking], keep=keep,
-        tfc=np.zeros(size + 1, np.float32))
+        tfc=_pages.zeros(size + 1, np.float32))
     _norms(shard, st, int(st.lens.max(initial=0)), int(st.doc_lens.max(initial=0)))
     return st
 

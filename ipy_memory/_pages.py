@@ -28,3 +28,10 @@ def zeros(shape, dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
     pages = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.ndarray(shape, dtype, buffer=pages)
+
+
+def copy(values: np.ndarray, dtype, extra: int = 0) -> np.ndarray:
+    """values.astype(dtype) (a 1-d array) on such pages, followed by `extra` zeros."""
+    out = zeros(len(values) + extra, dtype)
+    out[: len(values)] = values
+    return out

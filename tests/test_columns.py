@@ -51,3 +51,12 @@ def test_pages_zeros_is_np_zeros_and_maps_large_buffers_privately(shape, dtype):
     if a.size:
         a.reshape(-1)[-1] = 1
         assert a.sum() == 1
+
+
+def test_pages_copy_converts_and_pads_with_zeros():
+    values = np.array([3.0, 1.5, 7.0])
+    out = _pages.copy(values, np.int32, extra=2)
+    assert out.dtype == np.int32 and out.tolist() == [3, 1, 7, 0, 0]
+    big = np.arange(_pages.MAPPED_FROM // 8, dtype=np.float32)
+    assert isinstance(_pages.copy(big, np.float64).base, mmap.mmap)
+    np.testing.assert_array_equal(_pages.copy(big, np.float64), big.astype(np.float64))
