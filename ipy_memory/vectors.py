@@ -175,9 +175,8 @@ class VectorShard(_Rows, ColumnsMixin):
     # ------------------------------------------------------------------------------ snapshots
     def arrays(self) -> dict[str, np.ndarray]:
         """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones."""
-        hot, low = self.alive.view, self.low.alive.view
-        return {"hot_keys": self.keys.view[hot], "hot": self.mat.view[hot],
-                "low_keys": self.low.keys.view[low], "low": self.low.mat.view[low]}
+        (hot_keys, hot), (low_keys, low) = self.live_rows(), self.low.live_rows()
+        return {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low}
 
     def restore(self, data) -> None:
         """Load `arrays()` of an earlier session into this empty shard, without conversion."""

@@ -180,3 +180,19 @@ def test_a_loaded_snapshot_serves_searches_and_writes_without_its_key_map():
     assert np.array_equal(made.get([5, 7, 310, 999]), loaded.get([5, 7, 310, 999]))
     assert loaded._row_of is None
     assert loaded.row_of == made.row_of                         # built on demand, the same map
+
+
+def test_snapshot_arrays_hold_the_live_rows_of_both_tiers_without_copying_a_whole_matrix():
+    rng = np.random.default_rng(4)
+    vecs = rng.standard_normal((60, 16)).astype(np.float32)
+    shard = VectorShard(16, Settings(), graph=False)
+    shard.add(np.arange(1, 61), vecs, cold=np.arange(60) >= 40)           # keys 41..60 in the int8 tier
+    got = shard.arrays()
+    assert got["hot_keys"].tolist() == list(range(1, 41)) and got["low_keys"].tolist() == list(range(41, 61))
+    assert np.shares_memory(got["hot"], shard.mat.view)                  # every row live: a view
+    np.testing.assert_array_equal(got["hot"], vecs[:40].astype(np.float16))
+    assert shard.remove(5) and shard.remove(50)
+    got = shard.arrays()
+    assert 5 not in got["hot_keys"] and 50 not in got["low_keys"]
+    assert len(got["hot"]) == 39 and len(got["low"]) == 19 and not np.shares_memory(got["hot"], shard.mat.view)
+    np.testing.assert_array_equal(got["hot"], np.delete(vecs[:40], 4, axis=0).astype(np.float16))
