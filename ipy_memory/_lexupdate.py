@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _text
+from . import _pages, _text
 from ._lexscore import Structure, _around, _contexts, _doc_runs, _norms, _walk
 from ._topk import isin, unique
 
@@ -20,7 +20,7 @@ def _grow(st: Structure, name: str, a: np.ndarray, n: int, fill) -> np.ndarray:
     of a few memories must not copy every per-slot array."""
     buf = st.room.get(name)
     if buf is None or len(buf) < n or not np.shares_memory(buf, a):
-        buf = st.room[name] = np.empty((max(n, len(a) + len(a) // 2 + 64), *a.shape[1:]), a.dtype)
+        buf = st.room[name] = _pages.zeros((max(n, len(a) + len(a) // 2 + 64), *a.shape[1:]), a.dtype)
         buf[:len(a)] = a
     out = buf[:n]
     out[len(a):] = fill
