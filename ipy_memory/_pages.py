@@ -6,8 +6,12 @@ stall on synchronous compaction when the kernel has no free huge page at hand (n
 2-core VM of BENCHMARKS.md, copying a 97k x 384 float16 matrix into a fresh doubled buffer took
 1.0-1.2 s with the advice and 40 ms without. numpy's switch for it (`NUMPY_MADVISE_HUGEPAGE`, or
 `_set_madvise_hugepage`) is process-wide state that a library has no business changing, so the
-buffers that grow with the store (columns, postings runs, scan blocks) come from a private anonymous
-mapping instead: zero-filled on first touch, 4 kB pages, freed when the last view of it goes.
+buffers that live with the index come from a private anonymous mapping instead: zero-filled on first
+touch, 4 kB pages, unmapped when the last view of them goes. They are the growing columns
+(`_columns.py`), postings merge outputs, the word tables and the hashing embedder's feature arrays,
+the int8 column-scan blocks, and the lexical Structure's per-slot arrays and their spare room.
+A query's short-lived temporaries stay numpy's: freed memory is reused from the heap without new
+faults, where fresh mappings would fault in every page of every query (1M memories: p50 16 -> 37 ms).
 """
 
 from __future__ import annotations
