@@ -17,18 +17,22 @@ faults, where fresh mappings would fault in every page of every query (1M memori
 from __future__ import annotations
 
 import mmap
+import sys
 
 import numpy as np
 
-MAPPED_FROM = 1 << 22      # numpy's own threshold for the advice
+# numpy's own threshold for the advice, which it gives on Linux only (elsewhere, and where mmap has
+# no anonymous mappings, numpy's allocator is kept: None)
+MAPPED_FROM = 1 << 22 if sys.platform.startswith("linux") and hasattr(mmap, "MAP_ANONYMOUS") else None
 
 
 def zeros(shape, dtype) -> np.ndarray:
-    """np.zeros(shape, dtype), from a private anonymous mapping when it is MAPPED_FROM bytes or more."""
+    """np.zeros(shape, dtype), from a private anonymous mapping when it is MAPPED_FROM bytes or more
+    (on Linux)."""
     dtype = np.dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     size = count * dtype.itemsize
-    if size < MAPPED_FROM:
+    if MAPPED_FROM is None or size < MAPPED_FROM:
         return np.zeros(shape, dtype)
     pages = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.ndarray(shape, dtype, buffer=pages)

@@ -40,13 +40,16 @@ def test_padded_grows_by_a_sixteenth_and_adopt_takes_the_array():
         col.adopt(loaded)                             # only into an empty column
 
 
-@pytest.mark.parametrize("shape,dtype", [((3, 5), np.float16), (7, np.bool_), (_pages.MAPPED_FROM // 8 + 1, np.int64),
-                                         ((_pages.MAPPED_FROM // 384, 384), np.float16), ((2, 0), np.int32)])
+_BIG = 1 << 22                                        # _pages.MAPPED_FROM on Linux
+
+
+@pytest.mark.parametrize("shape,dtype", [((3, 5), np.float16), (7, np.bool_), (_BIG // 8 + 1, np.int64),
+                                         ((_BIG // 384, 384), np.float16), ((2, 0), np.int32)])
 def test_pages_zeros_is_np_zeros_and_maps_large_buffers_privately(shape, dtype):
     a = _pages.zeros(shape, dtype)
     assert a.shape == np.zeros(shape, dtype).shape and a.dtype == np.dtype(dtype)
     assert a.flags.c_contiguous and a.flags.writeable and not a.any()
-    mapped = a.nbytes >= _pages.MAPPED_FROM
+    mapped = _pages.MAPPED_FROM is not None and a.nbytes >= _pages.MAPPED_FROM
     assert isinstance(a.base, mmap.mmap) == mapped    # large: not numpy's allocator (no huge-page advice)
     if a.size:
         a.reshape(-1)[-1] = 1
@@ -57,6 +60,12 @@ def test_pages_copy_converts_and_pads_with_zeros():
     values = np.array([3.0, 1.5, 7.0])
     out = _pages.copy(values, np.int32, extra=2)
     assert out.dtype == np.int32 and out.tolist() == [3, 1, 7, 0, 0]
-    big = np.arange(_pages.MAPPED_FROM // 8, dtype=np.float32)
-    assert isinstance(_pages.copy(big, np.float64).base, mmap.mmap)
+    big = np.arange(_BIG // 8, dtype=np.float32)
+    assert isinstance(_pages.copy(big, np.float64).base, mmap.mmap) == (_pages.MAPPED_FROM is not None)
     np.testing.assert_array_equal(_pages.copy(big, np.float64), big.astype(np.float64))
+
+
+def test_pages_keep_numpys_allocator_where_numpy_gives_no_advice(monkeypatch):
+    monkeypatch.setattr(_pages, "MAPPED_FROM", None)           # not Linux
+    a = _pages.zeros((1 << 20, 8), np.float32)
+    assert not isinstance(a.base, mmap.mmap) and a.shape == (1 << 20, 8) and not a.any()
