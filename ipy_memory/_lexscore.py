@@ -130,8 +130,8 @@ def _doc_runs(docs: np.ndarray, start: int, size: int, nd: int, first_doc: int):
     if len(part) > 1 and not (part[1:] >= part[:-1]).all():
         return None, None
     count = np.bincount(part - first_doc if first_doc else part, minlength=nd - first_doc)
-    first = np.cumsum(count, out=_pages.zeros(len(count), count.dtype))   # in place from here: each new
-    # array's pages fault in
+    # in place from here: each new array's pages fault in
+    first = np.cumsum(count, out=_pages.zeros(len(count), count.dtype))
     first -= count
     first += start
     return first, count
