@@ -18,6 +18,12 @@
   and 2, built once per shard for its first query) against its numpy twin, over `--rows` slots
   linked as conversations of 2-40 turns, interleaved;
 * float16: `to_half` (a write's vectors converted to float16, F16C) against numpy's astype;
+* growth: a `--rows` x 384 float16 column (the vector matrix) grown by writes of 1,000 rows, its
+  buffers from `_pages` (private mappings) against numpy's allocator, which advises huge pages for
+  buffers of 4 MB or more, with and without the spare rows' fill (as before `b4bc2fd`); the median of
+  the runs, not the best, since compaction stalls come and go with the kernel's free huge pages. In a
+  fresh process they are free, and numpy's huge pages win; inside a long bulk insert they were not
+  (BENCHMARKS.md, Reading);
 * postings: `sort_postings` (a write's postings sorted by term) and `merge_postings` (four runs
   merged in one pass) against their numpy twins, for `--postings` postings of random 63-bit terms;
 * text: `text_words`, `ascii_cues`, `blake2b64` and `gram_hashes` against their Python twins,
@@ -46,6 +52,7 @@ import numpy as np  # noqa: E402
 
 from _synth import Corpus  # noqa: E402
 from ipy_memory import _kernels, _text, _topk  # noqa: E402
+from ipy_memory._columns import Column  # noqa: E402
 from ipy_memory._native import exact_cosine  # noqa: E402
 
 
@@ -235,6 +242,39 @@ def to_half_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
     return [("to_half (F16C)", fast, fast), ("numpy astype(float16)", best(lambda: x.astype(np.float16), repeat), fast)]
 
 
+def growth_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    batch = np.random.default_rng(0).standard_normal((1000, 384)).astype(np.float16)
+
+    class NumpyZeros(Column):
+        def _reserve(self, need, slack=None):
+            if need > len(self._data):
+                grown = np.zeros((max(need, 2 * len(self._data)), self.width), self.dtype)
+                grown[: self.size] = self._data[: self.size]
+                self._data = grown
+
+    class NumpyFilled(Column):
+        def _reserve(self, need, slack=None):
+            if need > len(self._data):
+                grown = np.empty((max(need, 2 * len(self._data)), self.width), self.dtype)
+                grown[: self.size] = self._data[: self.size]
+                grown[self.size:] = self.fill
+                self._data = grown
+
+    def grow(kind) -> float:
+        times = []
+        for _ in range(repeat):
+            col, t = kind(np.float16, width=384), time.perf_counter()
+            for _ in range(rows // 1000):
+                col.extend(batch)
+            times.append(time.perf_counter() - t)
+            del col
+        return float(np.median(times))
+    ours = grow(Column)
+    return [("Column (_pages: private mappings from 4 MB)", ours, ours),
+            ("numpy's allocator (np.zeros)", grow(NumpyZeros), ours),
+            ("numpy's allocator, np.empty + the spare rows filled", grow(NumpyFilled), ours)]
+
+
 def ms_table(title: str, what: str, base: str, rows) -> None:
     """A section of (name, seconds, the baseline's seconds) rows: milliseconds and the ratio."""
     print(f"## {title}\n\n| {what} | ms | / {base} |\n|---|---:|---:|")
@@ -270,6 +310,8 @@ def main() -> None:
              structure_rows(a.rows, a.repeat))
     if _kernels.FAST_HALF_DOTS:
         ms_table("A write's vectors to float16: 1,500 x 384 float32", "conversion", "to_half", to_half_rows(1500, a.repeat))
+    ms_table(f"A {a.rows // 1000 * 1000:,} x 384 float16 column grown by 1,000 rows, median of {a.repeat}", "growth",
+             "Column", growth_rows(a.rows, a.repeat))
     ms_table(f"Postings runs of {a.postings:,} postings", "kernel", "the compiled one", postings_rows(a.postings, a.repeat))
     print(f"## Text kernels, {a.texts:,} synthetic memories\n")
     print("| kernel | compiled, µs each | twin, µs each | twin / compiled | items |\n|---|---:|---:|---:|---:|")
