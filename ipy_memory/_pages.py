@@ -12,6 +12,9 @@ touch, 4 kB pages, unmapped when the last view of them goes. They are the growin
 the int8 column-scan blocks, and the lexical Structure's per-slot arrays and their spare room.
 A query's short-lived temporaries stay numpy's: freed memory is reused from the heap without new
 faults, where fresh mappings would fault in every page of every query (1M memories: p50 16 -> 37 ms).
+The price: where huge pages are free (a fresh process) numpy's allocator faults 512x less often and
+grows a large column ~2x faster (benchmarks/kernels.py); inside a 100k bulk insert they were not, and
+the mappings measured +24% memories/s (BENCHMARKS.md, Reading).
 """
 
 from __future__ import annotations
