@@ -43,7 +43,7 @@ from ._threads import Pieces, Worker
 from ._topk import largest
 
 BLOCK = 1 << 16            # rows per block (a block's column: 64 kB)
-_ONE = 127                 # the int8 value of a row's largest |value|
+_ONE = _kernels.INT8_TOP   # the int8 value of a row's largest |value| (quantize_rows)
 _CONVERT = 8192            # rows converted at a time (between two, a Build may stop)
 _SPLIT_ROWS = 300_000      # from this many rows the worker takes parts of a scan too
 _PART = 1 << 15            # rows per part of a scan (the unit a thread takes)

@@ -61,16 +61,19 @@ def half_dots_crc_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray 
     return zlib.crc32(np.ascontiguousarray(mat))
 
 
+INT8_TOP = 127      # quantize_rows' int8 value of a row's largest |value| (csrc/columns.c's too)
+
+
 def quantize_rows_numpy(rows: np.ndarray, cols: np.ndarray, scales: np.ndarray) -> None:
-    """The int8 columns of float16 rows (n, dim): scales[j] = max|rows[j]| / 127 (float32) and
-    cols[:, j] = rint(rows[j] / scales[j]) clipped to [-127, 127] (a row of zeros: scale 0, zeros);
+    """The int8 columns of float16 rows (n, dim): scales[j] = max|rows[j]| / INT8_TOP (float32) and
+    cols[:, j] = rint(rows[j] / scales[j]) clipped to [-INT8_TOP, INT8_TOP] (a row of zeros: scale 0, zeros);
     cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32."""
     x = rows.astype(np.float32)
     top = np.abs(x).max(axis=1) if x.size else np.zeros(len(rows), np.float32)
-    scale = (top / np.float32(127)).astype(np.float32)
+    scale = (top / np.float32(INT8_TOP)).astype(np.float32)
     np.divide(x, scale[:, None], out=x, where=scale[:, None] > 0)
     np.rint(x, out=x)
-    np.clip(x, -127, 127, out=x)
+    np.clip(x, -INT8_TOP, INT8_TOP, out=x)
     cols[...] = x.astype(np.int8).T          # cast, then transpose: 4x faster
     scales[...] = scale
 

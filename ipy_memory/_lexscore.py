@@ -156,8 +156,7 @@ def build(shard, now: float) -> Structure:
     nd = shard.doc_len.size
     eligible = (shard.doc_text.view >= 3) & shard.doc_multi.view       # 3+ sections with text
     first, count = _doc_runs(docs, 0, size, nd, 0) if size else (None, None)
-    keep = _pages.zeros(size, np.float32)
-    keep[live] = 1
+    keep = _pages.copy(live, np.float32)
     if s.question_discount:
         np.multiply(keep, np.float32(1 - s.question_discount), out=keep,
                     where=(shard.cues.view & _text.ENDS_ASKING) != 0)
