@@ -176,6 +176,47 @@ def build(shard, now: float) -> Structure:
     return st
 
 
+def built_from(s: Settings) -> dict:
+    """The settings a Structure depends on (build and _lexupdate read no others; the norm tables,
+    which read the BM25 ones, are recomputed at `restore`)."""
+    return {"neighbor_weights": list(s.neighbor_weights), "question_discount": s.question_discount}
+
+
+_SAVED = ("dead", "dead_slots", "around", "lens", "doc_lens", "docs", "asking", "answering", "keep")
+_SAVED_IF_ANY = ("may_share", "doc_first", "doc_count")
+_SCALARS = ("size", "n_doc_slots", "lo", "hi", "weights", "ctx_sum", "ctx_max", "n_live")
+
+
+def saved(st: Structure) -> tuple[dict[str, np.ndarray], dict]:
+    """A Structure as snapshot members ("st.<field>") and JSON state, for `restore` in a new process:
+    a cold start's first query then maps it instead of building it (100k memories: 12-17 ms)."""
+    arrays = {f"st.{name}": getattr(st, name) for name in _SAVED}
+    arrays.update({f"st.{name}": a for name in _SAVED_IF_ANY if (a := getattr(st, name)) is not None})
+    arrays["st.ctx"] = np.stack(st.ctx) if st.ctx else np.zeros((0, st.size + 1), np.int32)
+    state = {name: getattr(st, name) for name in _SCALARS}
+    state.update(settings=built_from(st.settings), top=len(st.norm) - 1, top_doc=len(st.doc_norm) - 1)
+    return arrays, state
+
+
+def restore(shard, data, state: dict) -> Structure | None:
+    """The Structure `saved` for `shard` as loaded from the same snapshot, or None if it was built
+    under other settings (or does not fit the shard: then a query builds one)."""
+    if state.get("settings") != built_from(shard.s) or state.get("size") != shard.keys.size:
+        return None
+    fields = {name: data[f"st.{name}"] for name in _SAVED}
+    fields.update({name: data.get(f"st.{name}") for name in _SAVED_IF_ANY})
+    fields.update({name: state[name] for name in _SCALARS})
+    ctx = list(data["st.ctx"])
+    size = state["size"]
+    if (len(ctx) != len(state["weights"]) or any(len(c) != size + 1 for c in ctx)
+            or fields["around"].shape != (size + 1, 4 * len(ctx)) or len(fields["dead"]) != size + 1):
+        return None
+    st = Structure(settings=shard.s, ctx=ctx, ctx_norm=[], norm=None, doc_norm=None,
+                   tfc=_pages.zeros(size + 1, np.float32), **fields)
+    _norms(shard, st, state["top"], state["top_doc"])
+    return st
+
+
 def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
     """Body postings of the query terms: (slots, tf, shared), `shared` marking the postings (None if
     none) whose document has the term in every section: such a term scores them all alike."""

@@ -15,6 +15,7 @@ the default hashing embedder only duplicate checks need them, not recall.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -62,8 +63,9 @@ class Shard:
 
 class Shards:
     def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path, *, graph: bool = True,
-                 hot_tier=lambda: "hot"):
+                 hot_tier=lambda: "hot", clock=time.time):
         self.store, self.dim, self.s, self.dir, self.graph = store, dim, settings, index_dir, graph
+        self.clock = clock               # the engine's: a snapshot's lexical Structure is made for its now
         self.hot_tier = hot_tier         # documents in any other tier keep int8 vectors in memory
         self.loaded: dict[str, Shard] = {}
         # the snapshot members whose CRC is checked in the background (_npz.load_npz); a recall sets
@@ -392,7 +394,7 @@ class Shards:
                 shard.vec_dirty = False
 
     def _save_snapshot(self, space: str, shard: Shard) -> None:
-        self._write_snapshot(self.snapshot_path(space), shard.lex.snapshot())
+        self._write_snapshot(self.snapshot_path(space), shard.lex.snapshot(self.clock()))
 
     def _write_snapshot(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)

@@ -86,7 +86,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         ranks = self.embedder.semantic or self.settings.vector_weight_hash > 0
         graph = {"auto": self.embedder.semantic, "hnsw": ranks, "exact": False}[self.settings.vector_index]
         return Shards(self.store, self.embedder.dim, self.settings, self.data_dir / "index", graph=graph,
-                      hot_tier=lambda: self._policy().names[0])
+                      hot_tier=lambda: self._policy().names[0], clock=self.clock)
 
     def _store_epoch(self) -> int:
         return int(self.store.get_meta("epoch") or 0)

@@ -104,10 +104,12 @@ class LexicalShard:
     # snapshot members that only carry values (scores, times, labels), checked beside their first
     # use (_npz.load_npz); not `length` or `doc_len`, which become indexes into the norm tables
     VALUE_MEMBERS = frozenset({"post.tfs", "title_post.tfs", "doc_post.tfs", "created", "expires", "importance",
-                               "doc_ids", "vocab_w"})
+                               "doc_ids", "vocab_w", "st.keep"})
     VERSION = 6     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
-    def snapshot(self) -> dict[str, np.ndarray]:
+    def snapshot(self, now: float | None = None) -> dict[str, np.ndarray]:
+        """The shard as arrays for `from_snapshot`; with `now`, also its scoring Structure brought up
+        to date for that time (`_lexscore.saved`)."""
         out = {c: getattr(self, c).view for c in self._COLUMNS}
         for name in self._POSTINGS:
             out.update({f"{name}.{k}": v for k, v in getattr(self, name).arrays().items()})
@@ -118,10 +120,13 @@ class LexicalShard:
         vocab = self.vocabulary()
         out["vocab_h"] = np.fromiter(vocab.keys(), np.int64, len(vocab))
         out["vocab_w"] = np.array(list(vocab.values()), dtype=str)
-        out["state"] = np.array(json.dumps({
-            "version": self.VERSION, "sequence_window": self.s.sequence_window, "n_alive": self.n_alive,
-            "total_len": self.total_len, "n_docs": self.n_docs, "total_doc_len": self.total_doc_len,
-            "thread_last": self._thread_last}))
+        state = {"version": self.VERSION, "sequence_window": self.s.sequence_window, "n_alive": self.n_alive,
+                 "total_len": self.total_len, "n_docs": self.n_docs, "total_doc_len": self.total_doc_len,
+                 "thread_last": self._thread_last}
+        if now is not None and self.keys.size:
+            arrays, state["structure"] = _lexscore.saved(self._structure(now))
+            out.update(arrays)
+        out["state"] = np.array(json.dumps(state))
         return out
 
     @classmethod
@@ -141,6 +146,8 @@ class LexicalShard:
         shard.n_docs, shard.total_doc_len = state["n_docs"], state["total_doc_len"]
         shard._thread_last = {k: tuple(v) for k, v in state["thread_last"].items()}
         shard._vocab_saved = (data["vocab_h"], data["vocab_w"])     # a dict only if expansion asks
+        if "structure" in state:
+            shard._cache = _lexscore.restore(shard, data, state["structure"])
         return shard
 
     @property

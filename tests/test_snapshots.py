@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from ipy_memory import MemoryEngine, Settings
-from ipy_memory import _npz, _shards
+from ipy_memory import _lexscore, _npz, _shards
 from ipy_memory.embeddings.hashing import HashEmbedder
 
 TEXTS = [f"entry {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} lantern number {i % 97}" for i in range(2500)]
@@ -56,12 +56,30 @@ def test_snapshot_replays_later_changes(store, monkeypatch):
         assert len(mem.shards.get("project:p").lex) == len(TEXTS)
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign"])
+def test_the_scoring_structure_is_saved_and_used_on_reopen(store, monkeypatch):
+    """The snapshot carries the lexical Structure made at close: a reopened store's first recall
+    maps it instead of building it (_lexscore.saved / restore) and answers as before."""
+    path, expected = store
+    builds, real = [], _lexscore.build
+    monkeypatch.setattr(_lexscore, "build", lambda *args: builds.append(1) or real(*args))
+    with MemoryEngine(path, project="p") as mem:
+        assert results(mem) == expected
+        new = mem.remember("a brand new amber lantern of unusual make").id
+        assert new in {h.document_id for h in mem.recall("lantern of unusual make")}
+    assert builds == []                                       # extended in place by the write too
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "structure"])
 def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch):
     path, expected = store
     snap = next((path / "index").glob("*.lex.npz"))
     if damage == "garbage":
         snap.write_bytes(b"\x00not a zip" * 100)
+    elif damage == "structure":                               # an index member: checked before use
+        raw = bytearray(snap.read_bytes())
+        at = raw.index(b"\x93NUMPY", raw.index(b"st.around.npy")) + 128
+        raw[at:at + 64] = bytes([0x7F]) * 64
+        snap.write_bytes(bytes(raw))
     elif damage == "truncate":
         snap.write_bytes(snap.read_bytes()[:500])
     else:                                                     # a snapshot from another store
@@ -128,6 +146,11 @@ def test_bad_vector_snapshot_is_ignored(store, tmp_path_factory, damage, monkeyp
     snap = next((path / "index").glob("*.vec.npz"))
     if damage == "garbage":
         snap.write_bytes(b"\x00not a zip" * 100)
+    elif damage == "structure":                               # an index member: checked before use
+        raw = bytearray(snap.read_bytes())
+        at = raw.index(b"\x93NUMPY", raw.index(b"st.around.npy")) + 128
+        raw[at:at + 64] = bytes([0x7F]) * 64
+        snap.write_bytes(bytes(raw))
     elif damage == "truncate":
         snap.write_bytes(snap.read_bytes()[:5000])
     else:
@@ -154,7 +177,9 @@ def test_lexical_snapshot_survives_reembed(store, monkeypatch):
         assert [[i for i, _ in r] for r in results(mem)] == [[i for i, _ in r] for r in expected]
 
 
-@pytest.mark.parametrize("suffix,member,fill", [(".vec.npz", "hot", 0x3C), (".lex.npz", "post.tfs", 0x7F)])
+@pytest.mark.parametrize("suffix,member,fill", [(".vec.npz", "hot", 0x3C), (".lex.npz", "post.tfs", 0x7F),
+                                                (".lex.npz", "st.keep", 0x7F)])
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # damaged scores: inf / inf
 def test_damaged_values_are_caught_before_a_recall_answers(store, suffix, member, fill, monkeypatch, caplog,
                                                           check_indexes, tmp_path_factory):
     """Value members are CRC-checked beside the first recall (_npz.load_npz's `later`), and that
