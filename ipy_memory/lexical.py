@@ -79,7 +79,7 @@ class LexicalShard:
         self.doc_live = Column(np.int32)               # live nodes per document slot
         self.doc_text = Column(np.int32)               # ... of which have text (a heading alone has none)
         self._doc_slot_of: dict[str, int] | None = {}  # document id -> document slot; None: ... from _doc_ids
-        self._doc_ids: np.ndarray | None = None        # a snapshot's document ids, by document slot
+        self._doc_ids: np.ndarray | None = None        # a snapshot's document ids (UTF-8), by document slot
         self._doc_at: dict[int, str] | None = None     # doc_slot_of reversed, built at the first removal
         self._vocab: dict[int, str] = {}               # term hash -> a word it came from (query expansion)
         self._vocab_saved: tuple | None = None         # a snapshot's vocabulary, merged in at first use
@@ -105,7 +105,7 @@ class LexicalShard:
     # use (_npz.load_npz); not `length` or `doc_len`, which become indexes into the norm tables
     VALUE_MEMBERS = frozenset({"post.tfs", "title_post.tfs", "doc_post.tfs", "created", "expires", "importance",
                                "doc_ids", "vocab_w", "st.keep"})
-    VERSION = 6     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 7     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self, now: float | None = None) -> dict[str, np.ndarray]:
         """The shard as arrays for `from_snapshot`; with `now`, also its scoring Structure brought up
@@ -116,10 +116,11 @@ class LexicalShard:
         ids = [""] * self.doc_len.size            # index = document slot; "" for retired slots
         for doc_id, ds in self.doc_slot_of.items():
             ids[ds] = doc_id
-        out["doc_ids"] = np.array(ids, dtype=str)
+        # UTF-8 bytes, not numpy's str: its 4 bytes a character made the ids 72 of ~620 bytes a memory
+        out["doc_ids"] = np.array([i.encode() for i in ids], dtype=bytes)
         vocab = self.vocabulary()
         out["vocab_h"] = np.fromiter(vocab.keys(), np.int64, len(vocab))
-        out["vocab_w"] = np.array(list(vocab.values()), dtype=str)
+        out["vocab_w"] = np.array([w.encode() for w in vocab.values()], dtype=bytes)
         state = {"version": self.VERSION, "sequence_window": self.s.sequence_window, "n_alive": self.n_alive,
                  "total_len": self.total_len, "n_docs": self.n_docs, "total_doc_len": self.total_doc_len,
                  "thread_last": self._thread_last}
@@ -172,15 +173,16 @@ class LexicalShard:
     @property
     def doc_slot_of(self) -> dict[str, int]:
         if self._doc_slot_of is None:
-            live = np.flatnonzero((self.doc_live.view > 0) & (self._doc_ids != ""))
-            self._doc_slot_of, self._doc_ids = dict(zip(self._doc_ids[live].tolist(), live.tolist())), None
+            live = np.flatnonzero((self.doc_live.view > 0) & (self._doc_ids != b""))
+            ids = [i.decode() for i in self._doc_ids[live].tolist()]
+            self._doc_slot_of, self._doc_ids = dict(zip(ids, live.tolist())), None
         return self._doc_slot_of
 
     def vocabulary(self) -> dict[int, str]:
         """Term hash -> a word of the store it stands for (the words query expansion can reach)."""
         if self._vocab_saved is not None:
             hashes, words = self._vocab_saved
-            merged = dict(zip(hashes.tolist(), words.tolist()))
+            merged = dict(zip(hashes.tolist(), [w.decode() for w in words.tolist()]))
             for h, w in self._vocab.items():
                 merged.setdefault(h, w)
             self._vocab, self._vocab_saved = merged, None

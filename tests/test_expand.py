@@ -4,6 +4,7 @@ import numpy as np
 
 from ipy_memory import Embedder, MemoryEngine, Settings, _text
 from ipy_memory._expand import expansion
+from ipy_memory._npz import load_npz, write_npz
 from ipy_memory.lexical import LexicalShard, NodeRow
 
 SENSES = {"kids": 1, "children": 1, "child": 1, "pets": 2, "dog": 2, "dogs": 2}   # same sense, same axis
@@ -98,11 +99,15 @@ def test_an_older_stores_words_are_embedded_once_by_a_recall(tmp_path):
         assert "beach" not in again.seen and "kids" not in again.seen    # kept in SQLite by that recall
 
 
-def test_vocabulary_survives_a_snapshot():
+def test_vocabulary_and_document_ids_survive_a_snapshot(tmp_path):
     shard = LexicalShard(Settings())
-    shard.add([NodeRow(key=i, document_id=f"d{i}", ord=0, doc_nodes=1, title="", body=n, session="s",
-                       created_at=0.0, importance=0.5, expires_at=None) for i, n in enumerate(NOTES)])
+    notes = NOTES + ["naïve Café owners in Zürich", "中文 笔记 里 的 孩子"]
+    shard.add([NodeRow(key=i, document_id=f"d{i}-ü文", ord=0, doc_nodes=1, title="", body=n, session="s",
+                       created_at=0.0, importance=0.5, expires_at=None) for i, n in enumerate(notes)])
     vocab = shard.vocabulary()
     assert vocab[_text.term_hash(_text.stem("kids"))] == "kids" and _text.term_hash("in") not in vocab
-    loaded = LexicalShard.from_snapshot(shard.snapshot(), Settings())
+    assert any(not w.isascii() for w in vocab.values())
+    write_npz(tmp_path / "lex.npz", shard.snapshot())           # (UTF-8 bytes in the file)
+    loaded = LexicalShard.from_snapshot(load_npz(tmp_path / "lex.npz"), Settings())
     assert loaded.vocabulary() == vocab
+    assert loaded.doc_slot_of == shard.doc_slot_of and "d1-ü文" in loaded.doc_slot_of

@@ -93,3 +93,15 @@ def test_shard_from_snapshot_builds_its_key_maps_only_when_asked_and_then_edits_
     assert loaded.slot_of == original.slot_of and loaded.doc_slot_of == original.doc_slot_of
     for q in ("kelp", "walrus otters", "tide"):
         assert scored(loaded, q, 20.0) == pytest.approx(scored(original, q, 20.0))
+
+
+def test_a_snapshot_of_another_layout_version_or_sequence_window_is_not_used():
+    import json
+    shard = LexicalShard(Settings())
+    shard.add([row(1, "kelp forest notes"), row(2, "walrus")])
+    data = shard.snapshot()
+    assert LexicalShard.from_snapshot(data, Settings()) is not None
+    assert LexicalShard.from_snapshot(data, Settings(sequence_window=60.0)) is None
+    state = json.loads(str(data["state"]))
+    state["version"] -= 1                   # e.g. version 6: document ids and words as numpy str
+    assert LexicalShard.from_snapshot({**data, "state": np.array(json.dumps(state))}, Settings()) is None
