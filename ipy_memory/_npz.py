@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import mmap
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -242,6 +243,18 @@ def _crcs(members: list[memoryview]) -> list[int]:
     return crc32_many(members, 2 if many else 1)
 
 
+# the header numpy's writer makes (np.lib.format), read without ast.literal_eval: 35 us a member,
+# 1.6 ms of a cold start's 46 lexical members; any other header is read by literal_eval
+_NPY_HEADER = re.compile(r"\{'descr': '([^']+)', 'fortran_order': (False|True), 'shape': \(((?:\d+, ?)*(?:\d+)?)\), \} *\n?")
+
+
+def _header(text: str) -> dict:
+    m = _NPY_HEADER.fullmatch(text)
+    if m is None:
+        return ast.literal_eval(text)
+    return {"descr": m[1], "fortran_order": m[2] == "True", "shape": tuple(int(x) for x in m[3].split(",") if x)}
+
+
 def _array(mapped: mmap.mmap, start: int, member: memoryview, label: str) -> np.ndarray:
     """The array of the `.npy` image `member` (at `start` in `mapped`), pointing into the mapping."""
     try:
@@ -250,7 +263,7 @@ def _array(mapped: mmap.mmap, start: int, member: memoryview, label: str) -> np.
         size_len = 2 if member[6] == 1 else 4
         header_len = int.from_bytes(member[8:8 + size_len], "little")
         offset = 8 + size_len + header_len
-        header = ast.literal_eval(bytes(member[8 + size_len:offset]).decode("latin1"))
+        header = _header(bytes(member[8 + size_len:offset]).decode("latin1"))
         dtype, shape = np.dtype(header["descr"]), tuple(int(x) for x in header["shape"])
         if header["fortran_order"] or dtype.hasobject or any(x < 0 for x in shape):
             raise ValueError("not a plain C-order array")

@@ -101,6 +101,20 @@ def test_value_members_named_later_are_checked_in_the_background(tmp_path):
     assert not checks.pending                     # a refused file leaves no check behind
 
 
+def test_headers_of_numpys_writer_are_read_without_literal_eval_and_others_with_it(tmp_path, monkeypatch):
+    _npz.write_npz(tmp_path / "s.npz", ARRAYS)
+    with monkeypatch.context() as m:                      # numpy's own layout: the fast path only
+        m.setattr(_npz.ast, "literal_eval", lambda text: pytest.fail(f"literal_eval({text!r})"))
+        check_equal(_npz.load_npz(tmp_path / "s.npz"), ARRAYS)
+    path = tmp_path / "other.npz"
+    want = np.arange(6, dtype="<i4").reshape(2, 3)
+    header = b"{'shape': (2, 3), 'descr': '<i4', 'fortran_order': False}"      # valid, in another order
+    header += b" " * (64 - 10 - len(header) - 1) + b"\n"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("x.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + want.tobytes())
+    np.testing.assert_array_equal(_npz.load_npz(path)["x"], want)
+
+
 def test_member_that_lies_about_its_shape_is_refused(tmp_path):
     path = tmp_path / "s.npz"
     with zipfile.ZipFile(path, "w") as z:                  # a valid zip whose .npy header is wrong
