@@ -101,10 +101,6 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    # snapshot members that only carry values (scores, times, labels), checked beside their first
-    # use (_npz.load_npz); not `length` or `doc_len`, which become indexes into the norm tables
-    VALUE_MEMBERS = frozenset({"post.tfs", "title_post.tfs", "doc_post.tfs", "created", "expires", "importance",
-                               "doc_ids", "vocab_w", "st.keep"})
     VERSION = 7     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
 
     def snapshot(self, now: float | None = None) -> dict[str, np.ndarray]:

@@ -69,19 +69,19 @@ def test_the_scoring_structure_is_saved_and_used_on_reopen(store, monkeypatch):
     assert builds == []                                       # extended in place by the write too
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "structure"])
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "st.around", "post.tfs", "st.keep"])
 def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch):
     path, expected = store
     snap = next((path / "index").glob("*.lex.npz"))
     if damage == "garbage":
         snap.write_bytes(b"\x00not a zip" * 100)
-    elif damage == "structure":                               # an index member: checked before use
-        raw = bytearray(snap.read_bytes())
-        at = raw.index(b"\x93NUMPY", raw.index(b"st.around.npy")) + 128
-        raw[at:at + 64] = bytes([0x7F]) * 64
-        snap.write_bytes(bytes(raw))
     elif damage == "truncate":
         snap.write_bytes(snap.read_bytes()[:500])
+    elif damage != "foreign":                                 # one member: every one is checked as it loads
+        raw = bytearray(snap.read_bytes())
+        at = raw.index(b"\x93NUMPY", raw.index(damage.encode() + b".npy")) + 128
+        raw[at:at + 64] = bytes([0x7F]) * 64
+        snap.write_bytes(bytes(raw))
     else:                                                     # a snapshot from another store
         other = tmp_path_factory.mktemp("other")
         with MemoryEngine(other, project="p") as mem:
@@ -146,11 +146,6 @@ def test_bad_vector_snapshot_is_ignored(store, tmp_path_factory, damage, monkeyp
     snap = next((path / "index").glob("*.vec.npz"))
     if damage == "garbage":
         snap.write_bytes(b"\x00not a zip" * 100)
-    elif damage == "structure":                               # an index member: checked before use
-        raw = bytearray(snap.read_bytes())
-        at = raw.index(b"\x93NUMPY", raw.index(b"st.around.npy")) + 128
-        raw[at:at + 64] = bytes([0x7F]) * 64
-        snap.write_bytes(bytes(raw))
     elif damage == "truncate":
         snap.write_bytes(snap.read_bytes()[:5000])
     else:
@@ -177,14 +172,12 @@ def test_lexical_snapshot_survives_reembed(store, monkeypatch):
         assert [[i for i, _ in r] for r in results(mem)] == [[i for i, _ in r] for r in expected]
 
 
-@pytest.mark.parametrize("suffix,member,fill", [(".vec.npz", "hot", 0x3C), (".lex.npz", "post.tfs", 0x7F),
-                                                (".lex.npz", "st.keep", 0x7F)])
-@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # damaged scores: inf / inf
-def test_damaged_values_are_caught_before_a_recall_answers(store, suffix, member, fill, monkeypatch, caplog,
-                                                          check_indexes, tmp_path_factory):
-    """Value members are CRC-checked beside the first recall (_npz.load_npz's `later`), and that
-    recall answers only once the check passed: a damaged one is ranked again on SQLite's rows."""
+def test_damaged_vectors_are_caught_before_a_recall_answers(store, monkeypatch, caplog, check_indexes,
+                                                           tmp_path_factory):
+    """The vectors are CRC-checked beside the first recall (_npz.load_npz's `later`), and that
+    recall answers only once the check passed: damaged, it is ranked again on SQLite's rows."""
     path, _ = store
+    suffix, member, fill = ".vec.npz", "hot", 0x3C
     hybrid = Settings(vector_weight_hash=0.5)
     with MemoryEngine(path, project="p", settings=hybrid) as mem:       # saves the vectors' snapshot too
         expected = results(mem)
