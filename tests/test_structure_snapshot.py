@@ -111,3 +111,19 @@ def test_a_structure_reads_no_setting_but_those_it_is_saved_with():
     shard.remove(rng.choice(older))
     assert structure(100.0) is st and structure(2000.0) is st       # extend, retire, expire
     assert read and read <= set(_lexscore.built_from(real)) | {"bm25_k1", "bm25_b"}
+
+
+def test_a_structure_read_without_mapping_is_restored_too(tmp_path, monkeypatch):
+    """Where snapshots are read with np.load (Windows, or a compressed file), the same holds."""
+    from ipy_memory import _npz
+    monkeypatch.setattr(_npz, "MAP", False)
+    rng = random.Random(5)
+    shard, queries = corpus(rng, False)
+    loaded = _reloaded(shard, 100.0, tmp_path / "lex.npz")
+    st = loaded._cache
+    older = sorted(loaded.slot_of)
+    _append(rng, loaded, max(older) + 1, 10_000.0, 3)
+    loaded.remove(older[0])
+    assert loaded._structure(100.0) is st
+    _same_structure(st, _lexscore.build(loaded, 100.0))
+    _scores_follow_the_formula(loaded, queries)
