@@ -207,10 +207,13 @@ def restore(shard, data, state: dict) -> Structure | None:
     fields.update({name: data.get(f"st.{name}") for name in _SAVED_IF_ANY})
     fields.update({name: state[name] for name in _SCALARS})
     ctx = list(data["st.ctx"])
-    size = state["size"]
+    size, nd = state["size"], state["n_doc_slots"]
+    rows = {"dead": size + 1, "docs": size + 1, "lens": size, "keep": size, "may_share": size,
+            "doc_lens": nd, "doc_first": nd, "doc_count": nd, "answering": len(fields["asking"])}
     if (len(ctx) != len(state["weights"]) or any(len(c) != size + 1 for c in ctx)
-            or fields["around"].shape != (size + 1, 4 * len(ctx)) or len(fields["dead"]) != size + 1):
-        return None
+            or fields["around"].shape != (size + 1, 4 * len(ctx))
+            or any(fields[name] is not None and len(fields[name]) != n for name, n in rows.items())):
+        return None             # not this shard's (a bug, not damage: the file's CRCs were checked)
     st = Structure(settings=shard.s, ctx=ctx, ctx_norm=[], norm=None, doc_norm=None,
                    tfc=_pages.zeros(size + 1, np.float32), **fields)
     _norms(shard, st, state["top"], state["top_doc"])

@@ -76,6 +76,8 @@ def test_a_structure_is_used_only_under_the_settings_and_shard_it_was_built_for(
     state = json.loads(str(data["state"]))
     state["structure"]["size"] += 1                                 # not this shard's
     assert LexicalShard.from_snapshot({**data, "state": np.array(json.dumps(state))}, Settings())._cache is None
+    for name in ("st.keep", "st.docs", "st.doc_lens", "st.answering"):      # an array of another length
+        assert LexicalShard.from_snapshot({**data, name: data[name][:-1]}, Settings())._cache is None
 
 
 def test_a_structure_reads_no_setting_but_those_it_is_saved_with():
