@@ -162,9 +162,8 @@ class Shards:
         if not path.exists():
             return None
         try:
-            # every member checked as it loads, on two threads: checking the value members (term
-            # frequencies, times, ids) beside the first recall slowed its scoring more than it
-            # overlapped (first lexical query 18.2 -> 13.6 ms at 100k memories, 97 -> 62 at 1M)
+            # every member checked now (two threads): checked beside the first recall, the values slowed
+            # its scoring more than they overlapped (first lexical query 18.2 -> 13.6 ms at 100k)
             data = load_npz(path)
             seq = self._replayable(data)
             lex = None if seq is None else LexicalShard.from_snapshot(data, self.s)
