@@ -1,7 +1,8 @@
 """Scoring a LexicalShard: the query-independent `Structure` and the per-query passes over it.
 
 The Structure is built once and then updated in place by appends, removals and expiries
-(`_lexupdate.py`); new settings, a changed expiry time or a clock that ran back rebuild it.
+(`_lexupdate.py`); new settings, a changed expiry time or a clock that ran back rebuild it. A
+snapshot carries it (`saved` / `restore`), so a new process maps it instead of building it.
 
 The cost of a query at scale is memory traffic, not arithmetic: at 1M nodes every per-node array
 is megabytes, and each array a pass touches at a posting's slots costs a cache miss per posting.

@@ -4,9 +4,9 @@ Each engine reads the change log after the last seq it applied, so a memory stor
 kernel is searchable on this kernel's next call; applying a change twice is harmless (adds skip
 known keys, removes skip unknown ones), which keeps loading and syncing simple.
 
-On close, large spaces are snapshotted beside the database (lexical postings as `.lex.npz`, vectors
-as `.vec.npz`, HNSW graphs as `.usearch`), the first two tagged with the store id and the change-log
-seq they reflect. Reading 100k vectors row by row from SQLite takes about a second, the snapshot a
+On close, large spaces are snapshotted beside the database (lexical postings and their scoring
+Structure as `.lex.npz`, vectors as `.vec.npz`, HNSW graphs as `.usearch`), the first two tagged
+with the store id and the change-log seq they reflect. Reading 100k vectors row by row from SQLite takes about a second, the snapshot a
 tenth of that; it costs a second copy of the vectors on disk. A snapshot is
 only a cache: a missing, stale, damaged or foreign one is ignored and the space is rebuilt from
 SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
