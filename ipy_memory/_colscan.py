@@ -28,8 +28,9 @@ scan at once; numpy's twin releases it inside each loop only.
 Rows are kept in blocks of `BLOCK` rows (the last one grows geometrically): appends never copy the
 whole matrix. The columns cost half the memory of the float16 rows (0.6 GB for 1M memories) and
 are built on a thread of their own after the first sparse query of a process, while queries scan
-every row as before (0.35-0.6 s for 100k memories here); `ColumnsMixin` is VectorShard's side of
-this.
+every row as before (0.35-0.6 s for 100k memories here), unless the space's snapshot holds them
+(then they are mapped from it, checked column by column as queries first read them);
+`ColumnsMixin` is VectorShard's side of this.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import threading
 import numpy as np
 
 from . import _kernels, _pages
+from ._npz import DamagedSnapshot, PieceChecks
 from ._threads import Pieces, Worker
 from ._topk import largest
 
@@ -62,6 +64,39 @@ class ColumnScan:
         self.blocks: list[np.ndarray] = []      # (dim, capacity) int8 each
         self.scales: list[np.ndarray] = []      # float32 per row of each block
         self.n = 0
+        self.sealed = 0                         # blocks [0, sealed) came from a snapshot: never appended to
+        self._last = 0                          # the first row of the last block
+        self.checks: PieceChecks | None = None  # of the sealed blocks: piece b * dim + d is column d of block b
+
+    @classmethod
+    def loaded(cls, blocks: list[np.ndarray], scales: np.ndarray, checks: PieceChecks | None) -> "ColumnScan":
+        """The scan of a snapshot's blocks of (dim, rows) columns (`live_blocks`), each column of each
+        block checked at its first use when `checks` are given; rows appended later go to new blocks."""
+        scan = cls(len(blocks[0]))
+        at = 0
+        for block in blocks:
+            scan.blocks.append(block)
+            scan.scales.append(scales[at:at + block.shape[1]])
+            at += block.shape[1]
+        scan.n = scan._last = at
+        scan.sealed, scan.checks = len(blocks), checks
+        return scan
+
+    def live_blocks(self, alive: np.ndarray | None = None) -> tuple[list[np.ndarray], np.ndarray]:
+        """(the (dim, rows) int8 column blocks, views where they can be, and the (n,) float32 scales)
+        of the rows, or of those where `alive` (blocks of other widths then: any width loads)."""
+        blocks, scales, at = [], [], 0
+        for block, scale in zip(self.blocks, self.scales):
+            if alive is None:
+                blocks.append(block[:, :len(scale)])
+                scales.append(scale)
+            else:               # (a mask on the last axis can give a Fortran-ordered copy)
+                keep = alive[at:at + len(scale)]
+                blocks.append(np.ascontiguousarray(block[:, :len(scale)][:, keep]))
+                scales.append(scale[keep])
+            at += len(scale)
+        blocks = [b for b in blocks if b.shape[1]]
+        return blocks, np.concatenate(scales) if scales else np.zeros(0, np.float32)
 
     def append(self, rows: np.ndarray) -> None:
         """Add rows (float16 as stored: the bounds are against these exact values)."""
@@ -72,10 +107,11 @@ class ColumnScan:
     def _append(self, rows: np.ndarray) -> None:
         done = 0
         while done < len(rows):
-            at = self.n % BLOCK
-            if at == 0:
+            if not self.blocks or self.n - self._last == BLOCK or len(self.blocks) == self.sealed:
                 self.blocks.append(_pages.zeros((self.dim, min(BLOCK, max(1024, len(rows) - done))), np.int8))
                 self.scales.append(np.zeros(0, np.float32))
+                self._last = self.n
+            at = self.n - self._last
             take = min(len(rows) - done, BLOCK - at)
             block = self.blocks[-1]
             if at + take > block.shape[1]:       # the last block grows geometrically up to BLOCK
@@ -87,6 +123,11 @@ class ColumnScan:
             self.scales[-1] = np.concatenate([self.scales[-1], scale])
             done += take
             self.n += take
+
+    def check(self, dims: np.ndarray) -> None:
+        """Check the snapshot's columns `dims` of every sealed block, those not checked yet."""
+        if self.checks is not None:
+            self.checks.ensure((np.arange(self.sealed)[:, None] * self.dim + dims).reshape(-1))
 
     def slack(self, q: np.ndarray, dims: np.ndarray) -> float:
         """How far, in units of a row's scale, its int8 sum may be from the exact float32 dot product
@@ -100,6 +141,7 @@ class ColumnScan:
         above it, using only the dimensions `dims`; -inf for the rows where `alive` is False."""
         global _current
         dims = np.asarray(dims, np.int64)
+        self.check(dims)
         weights = (dims, q[dims].astype(np.float32), self.slack(q, dims))
         out = np.empty(self.n, np.float32)
         parts, at = [], 0
@@ -215,9 +257,10 @@ def rows_dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray, want: int,
-             live: int) -> tuple[np.ndarray, np.ndarray] | None:
+             live: int, check_rows=lambda rows: None) -> tuple[np.ndarray, np.ndarray] | None:
     """(rows, their exact q . row) of the live rows holding the exact top `want` (all rows tied with
-    the last one included), or None when the bounds cannot prove it within a few thousand candidates."""
+    the last one included), or None when the bounds cannot prove it within a few thousand candidates.
+    `check_rows(rows)` is called before the rows of `mat` are read."""
     dims = np.flatnonzero(q)
     bounds = scan.upper(q, dims, alive[:scan.n])
     want = min(want, live)
@@ -226,6 +269,7 @@ def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray
     take = min(live, 2 * want)
     while True:
         rows = largest(bounds, take) if take < len(bounds) else np.flatnonzero(bounds > -np.inf)
+        check_rows(rows)
         exact = rows_dot(mat[rows], q)
         if take >= live:
             return rows, exact
@@ -240,8 +284,9 @@ def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray
 
 
 class ColumnsMixin:
-    """VectorShard's use of a ColumnScan: built after the first sparse query of a large space,
-    caught up with appended rows at each query, dropped when rows are renumbered (`_reset`)."""
+    """VectorShard's use of a ColumnScan: built after the first sparse query of a large space (or
+    loaded with its snapshot: _colsnap), caught up with appended rows at each query, dropped when
+    rows are renumbered (`_reset`). `_check_rows` and `_uncover` are _colsnap.SnapshotColumns'."""
 
     _columns: ColumnScan | None = None
     _columns_job: Build | None = None  # the columns being built
@@ -272,17 +317,28 @@ class ColumnsMixin:
         if scan is None:
             self._columns_wanted = self._columns_job is None
             return None
-        return top_rows(scan, self.mat.view, self.alive.view, q, k, self.live)
+        try:
+            scan.check(np.flatnonzero(q))
+        except DamagedSnapshot:        # reported: the snapshot is dropped at the next settle
+            self.drop_columns()        # and meanwhile every row scanned
+            return None
+        return top_rows(scan, self.mat.view, self.alive.view, q, k, self.live, self._check_rows)
 
     def start_wanted_columns(self) -> None:
         """Start building the columns a sparse query found missing: after it has answered (a recall
         calls this once it has ranked), since the build must not slow the one that asked."""
         if self._columns_wanted and self._columns is None and self._columns_job is None:
+            self._uncover()
             self._columns_job = Build(self.mat.view, self.dim)
         self._columns_wanted = False
 
-    def drop_columns(self) -> None:
-        """Forget the columns and stop a build in progress (rows renumbered, or the engine closes)."""
+    def stop_column_build(self) -> None:
+        """Stop a build in progress (the engine closes: the columns it holds are saved)."""
         if self._columns_job is not None:
             self._columns_job.stop()
-        self._columns = self._columns_job = None
+        self._columns_job = None
+
+    def drop_columns(self) -> None:
+        """Forget the columns and stop a build in progress (rows renumbered, damaged columns)."""
+        self.stop_column_build()
+        self._columns = None

@@ -356,6 +356,14 @@ def flatnonzero_numpy(values: np.ndarray, floor: float = -np.inf) -> np.ndarray:
     return np.flatnonzero((values != 0) & (values.astype(np.float64) >= floor))
 
 
+def crc32_rows_python(mat: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """out[j] = zlib.crc32 of the bytes of row rows[j] of the 2-d `mat` (its rows contiguous)."""
+    for j, r in enumerate(np.asarray(rows, np.int64).tolist()):
+        if not 0 <= r < len(mat):
+            raise IndexError("crc32_rows: rows out of range")
+        out[j] = zlib.crc32(mat[r])
+
+
 def _flatnonzero(values: np.ndarray, floor: float = -np.inf) -> np.ndarray:
     out = np.empty(len(values), np.int64)        # pages never written are never touched
     return out[:_speedups.nonzero(values, out, floor)]
@@ -392,3 +400,4 @@ squeeze_spaces = _speedups.squeeze_spaces if COMPILED else None
 ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication (9 GB/s here against zlib 1.2.13's 2): snapshots' checks
 crc32 = _speedups.crc32 if COMPILED and _speedups.FAST_CRC32 else zlib.crc32
+crc32_rows = _speedups.crc32_rows if COMPILED else crc32_rows_python

@@ -9,7 +9,8 @@ is still checked against the zip directory, so a damaged file is refused as `np.
 it. Members the caller names in `later` that hold only values (floating-point or text: nothing
 indexes memory by them) are checked on a background thread instead (`LaterChecks`), beside the
 caller's first use of them: the caller waits for that check before anything it computed from them
-leaves it. Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
+leaves it, unless each piece it read was checked against a CRC of its own (`PieceChecks`: a
+member that the snapshot stores with such CRCs, named in `own`). Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
 so a mapping stays valid while another process saves a newer one. Windows cannot replace a mapped
 file, so there (and for anything unexpected) arrays are read with `np.load`.
 """
@@ -26,6 +27,7 @@ import numpy as np
 
 from ._crc import CrcJob, crc32_many
 from ._threads import SCANS
+from ._topk import unique
 from ._zipdir import members as zip_members
 
 ALIGN = 64
@@ -41,13 +43,15 @@ class DamagedSnapshot(ValueError):
 
 
 class _Check:
-    """One file's members left for later: their CRCs as a CrcJob, made in process `pid`."""
+    """One file's members left for later: their CRCs as a CrcJob, made in process `pid`. `covered`:
+    every read of them so far went through PieceChecks, so an answer need not wait for this check."""
 
-    __slots__ = ("path", "infos", "buffers", "layouts", "job", "started", "pid")
+    __slots__ = ("path", "infos", "buffers", "layouts", "job", "started", "pid", "covered")
     PIECE = 4 << 20             # bytes a thread checks at a time
 
     def __init__(self, path: Path, infos: list, buffers: list, layouts: dict):
         self.path, self.infos, self.buffers, self.layouts = path, infos, buffers, layouts
+        self.covered = False
         self.renew()
 
     def renew(self) -> None:
@@ -85,14 +89,43 @@ class RowChecks:
         job.provide(k, crc)
 
 
+class PieceChecks:
+    """A member stored with one CRC per piece (`crcs`), each piece checked at its first use:
+    `ensure(pieces)` before reading them. `compute(pieces)` gives the CRCs of pieces (an ascending
+    int64 array) as they read now; a failed piece is reported to `checks` (as damage to the file
+    `path`) and raised."""
+
+    def __init__(self, crcs: np.ndarray, compute, path: Path, member: str, checks: "LaterChecks"):
+        self.crcs, self.compute, self.path, self.member, self.checks = crcs, compute, path, member, checks
+        self.done = np.zeros(len(crcs), bool)
+
+    def ensure(self, pieces: np.ndarray) -> None:
+        pieces = np.asarray(pieces, np.int64)
+        todo = unique(pieces[~self.done[pieces]])
+        if not len(todo):
+            return
+        bad = todo[self.compute(todo) != self.crcs[todo]]
+        if len(bad):
+            exc = DamagedSnapshot(f"{self.path}: piece {bad[0]} of {self.member} fails its CRC check")
+            self.checks.report(self.path, exc)
+            raise exc
+        self.done[todo] = True          # (two threads may check a piece twice: harmless)
+
+
 class LaterChecks:
     """The CRC checks that `load_npz(..., later=..., checks=self)` left for later. `start()` hands
     them to the scan thread (a recall does once its vector scan is queued: the scan comes first),
-    `help()` takes a share on the calling thread, `failed()` does both and waits for the rest."""
+    `help()` takes a share on the calling thread, `failed()` does both and waits for the rest.
+    Checks that are `covered` (see _Check) wait until a recall has answered, and the damage
+    PieceChecks found is `report`ed here to come out of `failed()` with the rest."""
 
     def __init__(self):
         self.pending: list[_Check] = []
+        self.damaged: list[tuple[Path, Exception]] = []
         self.hooks: dict[tuple[Path, str], object] = {}     # see load_npz; taken by the loader
+
+    def report(self, path: Path, exc: Exception) -> None:
+        self.damaged.append((path, exc))
 
     def add(self, path: Path, infos: list, buffers: list, layouts: dict | None = None) -> _Check:
         check = _Check(path, infos, buffers, layouts or {})
@@ -107,24 +140,29 @@ class LaterChecks:
                 check.renew()
         return self.pending
 
-    def start(self) -> None:
+    def start(self, covered: bool = False) -> None:
         for check in self._current():
-            if not check.started:
+            if not check.started and (covered or not check.covered):
                 SCANS.submit(check.job.work)
                 check.started = True
 
     def help(self) -> None:
-        """Take on what is left of the pending checks on this thread (they must be done anyway)."""
+        """Take on what is left of the pending checks that are not covered on this thread."""
         for check in self._current():
-            check.job.work()
+            if not check.covered:
+                check.job.work()
 
-    def failed(self) -> list[tuple[Path, Exception]]:
-        """Wait for every pending check; the files that failed theirs, with the reason."""
-        self.start()
-        pending, self.pending = self.pending, []
+    def failed(self, covered: bool = True) -> list[tuple[Path, Exception]]:
+        """Wait for every pending check (`covered=False`: but the covered ones still running, which
+        go on in the background); the files that failed theirs or were reported, with the reason."""
+        self.start(covered=True)
+        pending = self.pending
+        self.pending = [c for c in pending if c.covered and not covered and not c.job.done()]
         self.hooks.clear()
-        out = []
+        out, self.damaged = self.damaged, []
         for check in pending:
+            if check in self.pending:
+                continue
             try:
                 _verify(check.path, check.infos, check.job.result())
             except DamagedSnapshot as exc:
@@ -179,13 +217,14 @@ def _running(pid: int) -> bool:
     return True
 
 
-def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[str, np.ndarray]:
+def load_npz(path: Path, later=(), checks: LaterChecks | None = None, own=()) -> dict[str, np.ndarray]:
     """All arrays of a snapshot. Raises OSError, EOFError or ValueError (DamagedSnapshot for a bad
     zip or CRC) if it is damaged. The members named in `later` whose dtype holds values only are
     checked in the background, the check added to `checks` (its failure is a DamagedSnapshot). A
     `later` mapping may give a member a number of rows: its check is then cut in parts of that many
     rows, and `checks.hooks[path, name]` is a RowChecks through which a reader of rows lo..hi checks
-    them while they are in cache."""
+    them while they are in cache. The members whose names start with one of `own` are not checked
+    here: the caller checks them, piece by piece (PieceChecks), with CRCs kept in another member."""
     if not MAP:
         return _read(path)
     with open(path, "rb") as f:
@@ -210,7 +249,7 @@ def load_npz(path: Path, later=(), checks: LaterChecks | None = None) -> dict[st
               for i in range(len(infos))]
     later_ok = [a is not None and a.dtype.kind in _VALUES for a in arrays]
     deferred = [i for i, ok in enumerate(later_ok) if ok]
-    now = [i for i, ok in enumerate(later_ok) if not ok]
+    now = [i for i, ok in enumerate(later_ok) if not ok and not names[i].startswith(tuple(own))]
     _verify(path, [infos[i] for i in now], _crcs([members[i][1] for i in now]))
     for i, name in enumerate(names):
         out[name] = arrays[i] if arrays[i] is not None else _array(mapped, *members[i], infos[i].filename)

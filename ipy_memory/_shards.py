@@ -98,7 +98,7 @@ class Shards:
         """Stop index work still running on other threads (a closing engine does not wait for it)."""
         for shard in self.loaded.values():
             if shard.vec_loaded:
-                shard.vec.drop_columns()
+                shard.vec.stop_column_build()
 
     def drop(self, space: str) -> None:
         """Forget a space's in-memory indexes and its snapshot files (they are rebuilt on next use)."""
@@ -124,15 +124,18 @@ class Shards:
                 return self.get(space)               # its snapshot was damaged: from SQLite now
         return shard
 
-    def settle(self) -> bool:
-        """Wait for the snapshot checks still running. A damaged snapshot's file is deleted and what
-        was loaded from it dropped (rebuilt from SQLite at its next use); True if one was."""
-        if not self.checks.pending:
+    def settle(self, answer: bool = False) -> bool:
+        """Wait for the snapshot checks still running (`answer`, a recall about to answer: but those
+        covered by the checks of every piece it read, which go on in the background). A damaged
+        snapshot's file is deleted and what was loaded from it dropped (rebuilt from SQLite at its
+        next use); True if one was."""
+        if not self.checks.pending and not self.checks.damaged:
             return False
-        failed = self.checks.failed()
+        failed = self.checks.failed(covered=not answer)
+        running = {id(check) for check in self.checks.pending}
         for shard in self.loaded.values():
-            if shard.vec_loaded:
-                shard.vec.scanned = None     # checked: its hook would keep the file's mapping alive
+            if shard.vec_loaded and shard.vec.scanned is not None and id(shard.vec.scanned.check) not in running:
+                shard.vec.scanned = shard.vec.row_checks = None     # checked: the hook would keep the mapping alive
         for path, exc in failed:
             log.warning("ipy_memory: rebuilding the index from the database: %s", exc)
             path.unlink(missing_ok=True)
@@ -221,12 +224,12 @@ class Shards:
             return None
         vec = self._new_vectors()
         try:
-            data = load_npz(path, VectorShard.VALUE_MEMBERS, self.checks)
+            data = load_npz(path, VectorShard.VALUE_MEMBERS, self.checks, own=VectorShard.PIECE_MEMBERS)
             vec.scanned = self.checks.hooks.pop((path, "hot"), None)
             seq = self._replayable(data, vectors=True)
             if seq is None:
                 return None
-            vec.restore(data)
+            vec.restore(data, path, self.checks)
         except _DAMAGED:
             return None                               # damaged: reload from SQLite
         changes = self._changes_since(seq, space)
@@ -259,7 +262,7 @@ class Shards:
         this engine has just written, {key: (NodeRow, vector)}: when they are all that changed, the
         indexes take them as they are instead of reading them back (8% of a bulk insert's time was
         that read)."""
-        if self.checks.pending:       # left by a call that failed before it settled them
+        if self.checks.pending or self.checks.damaged:    # left by a recall, or a call that failed
             self.settle()
         version = self.store.data_version()
         if not force and version == self._version:

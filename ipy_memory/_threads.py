@@ -129,6 +129,9 @@ class Pieces:
     def wait(self) -> None:
         self._done.wait()
 
+    def done(self) -> bool:
+        return self._done.is_set()
+
 
 # the exact vector scans of a recall and the background CRC checks of snapshots (_npz): on one
 # thread, they page the same snapshot in once between them (two threads fault the same pages in turn)

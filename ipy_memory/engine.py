@@ -301,7 +301,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise
         finally:
             self.shards.defer_checks = False
-        return self._rank(spaces, query, now, pool) if self.shards.settle() else cands
+        return self._rank(spaces, query, now, pool) if self.shards.settle(answer=True) else cands
 
     def _budget(self, query: str, hits: list[Hit], limit: int, max_tokens: int | None) -> RecallResult:
         count = self.settings.token_counter

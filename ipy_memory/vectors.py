@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _kernels
 from ._colscan import ColumnsMixin, rows_dot, run_parts
+from ._colsnap import COLUMN_BLOCK, SnapshotColumns
 from ._columns import AscendingKeys, Column
 from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
@@ -34,11 +35,12 @@ from .config import Settings
 _EXACT_PART = 8192           # rows an exact scan's part holds (6 MB at 384 dims)
 
 
-class VectorShard(_Rows, ColumnsMixin):
+class VectorShard(_Rows, ColumnsMixin, SnapshotColumns):
     """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
 
     # checked beside its first use (_npz.load_npz): float16 values, in parts of an exact scan's rows
     VALUE_MEMBERS = {"hot": _EXACT_PART}
+    PIECE_MEMBERS = (COLUMN_BLOCK,)  # members so named are checked piece by piece as read (_colsnap)
 
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
@@ -131,6 +133,7 @@ class VectorShard(_Rows, ColumnsMixin):
         """Move a row between the float16 (hottest tier) and int8 (colder tiers) stores."""
         key = int(key)
         if cold and key in self.row_of:
+            self._check_rows(np.array([self.row_of[key]]))
             vec = self.mat.view[self.row_of[key]].astype(np.float32)
             self.remove(key)
             self.low.add(np.array([key]), vec[None])
@@ -170,16 +173,18 @@ class VectorShard(_Rows, ColumnsMixin):
         self.dead = 0
         self._orphan_cache = None
         self._key_order = AscendingKeys()
+        self._uncover()
         self.drop_columns()                 # rows were renumbered
 
     # ------------------------------------------------------------------------------ snapshots
     def arrays(self) -> dict[str, np.ndarray]:
         """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones."""
         (hot_keys, hot), (low_keys, low) = self.live_rows(), self.low.live_rows()
-        return {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low}
+        return {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low, **self.column_members(hot)}
 
-    def restore(self, data) -> None:
-        """Load `arrays()` of an earlier session into this empty shard, without conversion."""
+    def restore(self, data, path=None, checks=None) -> None:
+        """Load `arrays()` of an earlier session into this empty shard, without conversion (the
+        columns' pieces checked as they are first read if `checks`: see _colsnap)."""
         hot_keys, hot = np.asarray(data["hot_keys"]), np.asarray(data["hot"])
         low_keys, low = np.asarray(data["low_keys"]), np.asarray(data["low"])
         if (hot_keys.dtype != np.int64 or low_keys.dtype != np.int64 or hot.dtype != np.float16
@@ -195,6 +200,7 @@ class VectorShard(_Rows, ColumnsMixin):
                 raise ValueError("duplicate keys in a vector snapshot")
         if len(low_keys) and isin(hot_keys, low_keys).any():
             raise ValueError("duplicate keys in a vector snapshot")
+        self.restore_columns(data, path, checks)
 
     # ------------------------------------------------------------------------------ reads
     def _rows(self, keys: np.ndarray) -> np.ndarray:
@@ -211,6 +217,7 @@ class VectorShard(_Rows, ColumnsMixin):
         rows = self._rows(keys)
         out = np.zeros((len(rows), self.dim), np.float32)
         ok = rows >= 0
+        self._check_rows(rows[ok])
         out[ok] = self.mat.view[rows[ok]]
         low = self._colder(keys)
         if low is not None:
@@ -225,6 +232,7 @@ class VectorShard(_Rows, ColumnsMixin):
         rows = self._rows(keys)
         out = np.zeros(len(rows), np.float32)
         ok = rows >= 0
+        self._check_rows(rows[ok])
         out[ok] = rows_dot(self.mat.view[rows[ok]], q)
         low = self._colder(keys)
         if low is not None:
@@ -245,6 +253,7 @@ class VectorShard(_Rows, ColumnsMixin):
         out = np.zeros((len(qs), len(keys)), np.float32)
         hot = np.flatnonzero(rows >= 0)
         if len(hot):
+            self._check_rows(rows[hot])
             part = np.empty((len(qs), len(hot)), np.float32)
             _kernels.half_dots(self.mat.view[rows[hot]], qs, None, part)
             out[:, hot] = part
@@ -266,6 +275,7 @@ class VectorShard(_Rows, ColumnsMixin):
         mat = self.mat.view[start:]
         if not len(mat):
             return [np.zeros(0, np.int64) for _ in qs]
+        self._uncover()                     # every row read: an answer waits for their whole check
         if _kernels.FAST_HALF_DOTS:
             return self._exact_rows_compiled(mat, qs, start, k)
         dead = int((~self.alive.view[start:]).sum()) if self.dead else 0

@@ -355,6 +355,37 @@ def test_crc32_of_large_and_odd_buffers_equals_zlib():
         _kernels._speedups.crc32("text")
 
 
+@compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 40), width=st.integers(0, 300),
+       offset=st.integers(0, 50), dtype=st.sampled_from(["int8", "float16", "uint32"]))
+def test_crc32_rows_match_the_twin_and_zlib(seed, rows, width, offset, dtype):
+    import zlib
+    rng = np.random.default_rng(seed)
+    mat = rng.integers(0, 100, (rows, width + offset)).astype(dtype)[:, offset:]      # rows strided
+    pick = rng.integers(0, rows, rng.integers(0, 2 * rows + 1)).astype(np.int64)
+    out, twin = np.zeros(len(pick), np.uint32), np.zeros(len(pick), np.uint32)
+    _kernels._speedups.crc32_rows(mat, pick, out)
+    _kernels.crc32_rows_python(mat, pick, twin)
+    assert out.tolist() == twin.tolist() == [zlib.crc32(mat[r].tobytes()) for r in pick]
+
+
+@compiled
+def test_crc32_rows_refuse_rows_past_the_matrix_and_bad_arrays():
+    mat = np.zeros((4, 8), np.int8)
+    for f in (_kernels._speedups.crc32_rows, _kernels.crc32_rows_python):
+        with pytest.raises(IndexError):
+            f(mat, np.array([0, 4]), np.zeros(2, np.uint32))
+        with pytest.raises(IndexError):
+            f(mat, np.array([-1]), np.zeros(1, np.uint32))
+    with pytest.raises(ValueError):
+        _kernels._speedups.crc32_rows(mat, np.array([0, 1]), np.zeros(1, np.uint32))      # out too short
+    with pytest.raises(ValueError):
+        _kernels._speedups.crc32_rows(mat[:, ::2], np.array([0]), np.zeros(1, np.uint32))  # rows not contiguous
+    with pytest.raises(TypeError):
+        _kernels._speedups.crc32_rows(mat, np.array([0], np.int32), np.zeros(1, np.uint32))
+
+
 def _hash_case(rng, n, entries, feats_per_word, dim):
     lens = rng.integers(0, feats_per_word + 1, entries).astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)

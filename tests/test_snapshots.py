@@ -190,7 +190,8 @@ def test_damaged_vectors_are_caught_before_a_recall_answers(store, monkeypatch, 
     unchecked = tmp_path_factory.mktemp("unchecked") / "store"
     shutil.copytree(path, unchecked)
     with monkeypatch.context() as m:        # the damage matters: unchecked, the answers change
-        m.setattr(_npz.LaterChecks, "failed", lambda self: [])
+        m.setattr(_npz.LaterChecks, "failed", lambda self, covered=True: [])
+        m.setattr(_npz.PieceChecks, "ensure", lambda self, pieces: None)
         with MemoryEngine(unchecked, project="p", settings=hybrid) as mem:
             assert results(mem) != expected
     with MemoryEngine(path, project="p", settings=hybrid) as mem:
@@ -240,6 +241,7 @@ def test_an_exact_scan_checks_the_vectors_it_reads(store, monkeypatch, caplog):
     monkeypatch.setattr(vectors.VectorShard, "VALUE_MEMBERS", {"hot": 256})
     monkeypatch.setattr(_recall, "_BESIDE_ROWS", 1000)        # the scan on the worker, before the checks,
     monkeypatch.setattr(_npz.LaterChecks, "help", lambda checks: None)     # which the recall's thread leaves to it
+    monkeypatch.setattr(vectors.VectorShard, "column_members", lambda vec, hot: {})   # no columns saved: scans
     path, _ = store
     hybrid = Settings(vector_weight_hash=0.5)
     with MemoryEngine(path, project="p", settings=hybrid) as mem:

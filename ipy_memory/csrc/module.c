@@ -84,6 +84,7 @@ static PyMethodDef methods[] = {
     {"reply_add", reply_add, METH_VARARGS, reply_add_doc},
     {"nonzero", nonzero, METH_VARARGS, nonzero_doc},
     {"crc32", crc32, METH_VARARGS, crc32_doc},
+    {"crc32_rows", crc32_rows, METH_VARARGS, crc32_rows_doc},
     {"sort_postings", sort_postings, METH_VARARGS, sort_postings_doc},
     {"merge_postings", merge_postings, METH_VARARGS, merge_postings_doc},
     {"to_half", to_half, METH_VARARGS, to_half_doc},
