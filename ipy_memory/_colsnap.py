@@ -19,7 +19,7 @@ import numpy as np
 
 from . import _colscan, _kernels
 from ._colscan import ColumnScan
-from ._npz import LaterChecks, PieceChecks
+from ._npz import LaterChecks, PieceChecks, chunk_crcs
 from ._topk import unique
 
 ROW_GROUP = 16             # float16 rows per CRC (12 kB at 384 dims)
@@ -36,21 +36,6 @@ def column_crcs(blocks: list[np.ndarray], pieces: np.ndarray) -> np.ndarray:
         crcs = np.empty(len(at), np.uint32)
         _kernels.crc32_rows(blocks[b], pieces[at] - b * dim, crcs)
         out[at] = crcs
-    return out
-
-
-def row_group_crcs(mat: np.ndarray, n: int, groups: np.ndarray) -> np.ndarray:
-    """The CRC of each of `groups` of the first n rows of the float16 matrix `mat` (C-contiguous):
-    group g is rows g * ROW_GROUP up to (g + 1) * ROW_GROUP or n."""
-    whole = n // ROW_GROUP
-    out = np.empty(len(groups), np.uint32)
-    full = groups < whole
-    if full.any():
-        crcs = np.empty(int(full.sum()), np.uint32)
-        _kernels.crc32_rows(mat[:whole * ROW_GROUP].reshape(whole, -1), groups[full], crcs)
-        out[full] = crcs
-    if not full.all():                # the last group, shorter
-        out[~full] = _kernels.crc32(np.ascontiguousarray(mat[whole * ROW_GROUP:n]))
     return out
 
 
@@ -77,7 +62,7 @@ class SnapshotColumns:
         return {**{f"{COLUMN_BLOCK}{b}": block for b, block in enumerate(blocks)},
                 "cols.scale": scale, "hot.group": np.array(ROW_GROUP),
                 "cols.crc": column_crcs(blocks, np.arange(len(blocks) * self.dim)),
-                "hot.crc": row_group_crcs(hot, n, np.arange(-(-n // ROW_GROUP)))}
+                "hot.crc": chunk_crcs(hot, n, np.arange(-(-n // ROW_GROUP)), ROW_GROUP)}
 
     def restore_columns(self, data, path, checks: LaterChecks | None) -> None:
         """Take the columns of a snapshot just restored (`column_members`), if it has them in this
@@ -98,7 +83,7 @@ class SnapshotColumns:
         pieces = None if checks is None else PieceChecks(col_crcs, lambda p: column_crcs(blocks, p), path, "cols", checks)
         self._columns = ColumnScan.loaded(blocks, scale, pieces)
         if checks is not None and self.scanned is not None:
-            self.row_checks = PieceChecks(row_crcs, lambda g: row_group_crcs(mat.view, n, g), path, "hot", checks)
+            self.row_checks = PieceChecks(row_crcs, lambda g: chunk_crcs(mat.view, n, g, ROW_GROUP), path, "hot", checks)
             self.scanned.check.covered = True
 
     def _check_rows(self, rows: np.ndarray) -> None:

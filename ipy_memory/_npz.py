@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _kernels
 from ._crc import CrcJob, crc32_many
 from ._threads import SCANS
 from ._topk import unique
@@ -111,6 +112,29 @@ class PieceChecks:
             raise exc
         self.done[todo] = True          # (two threads may check a piece twice: harmless)
 
+    def rest(self) -> None:
+        """Check every piece not checked yet (a damaged one is reported, not raised)."""
+        try:
+            for lo in range(0, len(self.crcs), 4096):
+                self.ensure(np.arange(lo, min(lo + 4096, len(self.crcs))))
+        except DamagedSnapshot:
+            pass
+
+
+def chunk_crcs(array: np.ndarray, n: int, chunks: np.ndarray, per: int) -> np.ndarray:
+    """The CRC of each of `chunks` of the first n rows (or items) of the C-contiguous `array`:
+    chunk c is rows c * per up to (c + 1) * per or n."""
+    whole = n // per
+    out = np.empty(len(chunks), np.uint32)
+    full = chunks < whole
+    if full.any():
+        crcs = np.empty(int(full.sum()), np.uint32)
+        _kernels.crc32_rows(array[:whole * per].reshape(whole, -1), chunks[full], crcs)
+        out[full] = crcs
+    if not full.all():                # the last chunk, shorter
+        out[~full] = _kernels.crc32(np.ascontiguousarray(array[whole * per:n]))
+    return out
+
 
 class LaterChecks:
     """The CRC checks that `load_npz(..., later=..., checks=self)` left for later. `start()` hands
@@ -123,9 +147,20 @@ class LaterChecks:
         self.pending: list[_Check] = []
         self.damaged: list[tuple[Path, Exception]] = []
         self.hooks: dict[tuple[Path, str], object] = {}     # see load_npz; taken by the loader
+        # piece checks of members no whole check covers: what a recall leaves unchecked is checked
+        # on the scan thread once it has answered, and waited for by the next call (`failed`)
+        self.watched: list[tuple[PieceChecks, object]] = []     # (checks, called once all passed)
+        self._rests: dict[int, tuple[int, object]] = {}      # id(pieces) -> (pid, its Task)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.pending or self.damaged or self.watched)
 
     def report(self, path: Path, exc: Exception) -> None:
         self.damaged.append((path, exc))
+
+    def watch(self, pieces: PieceChecks, checked) -> None:
+        self.watched.append((pieces, checked))
 
     def add(self, path: Path, infos: list, buffers: list, layouts: dict | None = None) -> _Check:
         check = _Check(path, infos, buffers, layouts or {})
@@ -145,6 +180,11 @@ class LaterChecks:
             if not check.started and (covered or not check.covered):
                 SCANS.submit(check.job.work)
                 check.started = True
+        if covered:
+            for pieces, _ in self.watched:
+                pid, _ = self._rests.get(id(pieces), (None, None))
+                if pid != os.getpid():             # (a forked child does not run its parent's tasks)
+                    self._rests[id(pieces)] = os.getpid(), SCANS.submit(pieces.rest)
 
     def help(self) -> None:
         """Take on what is left of the pending checks that are not covered on this thread."""
@@ -159,6 +199,12 @@ class LaterChecks:
         pending = self.pending
         self.pending = [c for c in pending if c.covered and not covered and not c.job.done()]
         self.hooks.clear()
+        if covered:
+            watched, self.watched, rests, self._rests = self.watched, [], self._rests, {}
+            for pieces, checked in watched:
+                rests[id(pieces)][1].result()
+                if pieces.done.all():
+                    checked()
         out, self.damaged = self.damaged, []
         for check in pending:
             if check in self.pending:

@@ -7,14 +7,16 @@ is a sort plus amortised linear merges, with no Python loop over terms (a per-te
 arrays cost 40 us a memory in bulk inserts); the sort and the merges are compiled kernels
 (csrc/postings.c) with numpy twins.
 Term keys are the stable 63-bit hashes from `_text.term_hash`, so no vocabulary strings are kept.
-Every term's postings stay in slot (insertion) order.
+Every term's postings stay in slot (insertion) order. A snapshot keeps a CRC for each chunk of
+`CHUNK` postings: a recall that loads it checks only the chunks of its own terms before it reads
+them (most of a lexical snapshot's bytes are postings), the rest once it has answered.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels, _pages
+from . import _kernels, _npz, _pages
 
 _Run = tuple[np.ndarray, np.ndarray, np.ndarray]     # term hashes (sorted), slots, tfs
 
@@ -30,6 +32,20 @@ _EMPTY_I = np.zeros(0, np.int32)
 _EMPTY_F = np.zeros(0, np.float32)
 
 
+CHUNK = 4096     # postings a snapshot keeps a CRC for (16 kB of slots, 16 kB of tfs)
+
+
+def chunk_crcs(slots: np.ndarray, tfs: np.ndarray, pieces: np.ndarray) -> np.ndarray:
+    """The CRC of each of `pieces` of a snapshot's postings: piece 2c is chunk c of the slots,
+    2c + 1 chunk c of the term frequencies (see Postings.checks)."""
+    out = np.empty(len(pieces), np.uint32)
+    for half, values in ((0, slots), (1, tfs)):
+        at = np.flatnonzero(pieces % 2 == half)
+        if len(at):
+            out[at] = _npz.chunk_crcs(values, len(values), pieces[at] // 2, CHUNK)
+    return out
+
+
 class Postings:
     def __init__(self):
         self.hashes = np.zeros(0, np.int64)       # sorted term hashes of the base
@@ -37,6 +53,8 @@ class Postings:
         self.slots = _EMPTY_I
         self.tfs = _EMPTY_F
         self.runs: list[_Run] = []                # newer postings, oldest run first
+        # a snapshot's base not checked whole yet: each chunk a lookup reads is checked first
+        self.checks: _npz.PieceChecks | None = None
 
     def __bool__(self) -> bool:
         return bool(len(self.hashes) or self.runs)
@@ -58,6 +76,9 @@ class Postings:
         i = int(np.searchsorted(self.hashes, h))
         if i < len(self.hashes) and self.hashes[i] == h:
             a, b = self.offsets[i], self.offsets[i + 1]
+            if self.checks is not None and b > a:
+                chunks = np.arange(a // CHUNK, (b - 1) // CHUNK + 1)
+                self.checks.ensure(np.concatenate([2 * chunks, 2 * chunks + 1]))
             slots.append(self.slots[a:b])
             tfs.append(self.tfs[a:b])
         for rh, rs, rt in self.runs:
@@ -73,18 +94,33 @@ class Postings:
         return np.concatenate(slots), np.concatenate(tfs)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Base and runs merged into CSR arrays (for a snapshot)."""
+        """Base and runs merged into CSR arrays (for a snapshot), with the CRCs of their chunks."""
+        if self.checks is not None:
+            self.checks.rest()
+            if not self.checks.done.all():
+                raise _npz.DamagedSnapshot(f"{self.checks.path}: postings fail their CRC check")
         merged = _merge([(np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)] + self.runs)
         h = merged[0]
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
-        return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64),
-                "slots": merged[1].astype(np.int32, copy=False), "tfs": merged[2].astype(np.float32, copy=False)}
+        slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)
+        return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64), "slots": slots, "tfs": tfs,
+                "crc": chunk_crcs(slots, tfs, np.arange(2 * -(-len(slots) // CHUNK)))}
 
     @classmethod
-    def from_arrays(cls, h, off, slots, tfs) -> "Postings":
+    def from_arrays(cls, h, off, slots, tfs, crc=None, path=None, checks: _npz.LaterChecks | None = None,
+                    name: str = "postings") -> "Postings":
+        """Postings of `arrays()`. With `checks`, slots and tfs have not been checked as they loaded:
+        each chunk is checked as a lookup first reads it, the rest once a recall has answered."""
         p = cls()
         p.hashes, p.offsets = h.astype(np.int64, copy=False), off.astype(np.int64, copy=False)
         p.slots, p.tfs = slots.astype(np.int32, copy=False), tfs.astype(np.float32, copy=False)
+        if (len(p.offsets) != len(p.hashes) + 1 or len(p.slots) != len(p.tfs) or int(p.offsets[-1]) != len(p.slots)
+                or (crc is not None and (crc.dtype != np.uint32 or crc.shape != (2 * -(-len(p.slots) // CHUNK),)))):
+            raise ValueError("postings of inconsistent lengths")
+        if checks is not None:
+            slots, tfs = p.slots, p.tfs
+            p.checks = _npz.PieceChecks(crc, lambda pieces: chunk_crcs(slots, tfs, pieces), path, name, checks)
+            checks.watch(p.checks, lambda: setattr(p, "checks", None))
         return p
 
 

@@ -101,7 +101,9 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 7     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 8     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    # members a recall's load leaves unchecked: each chunk is checked as it is first read (_postings)
+    PIECE_MEMBERS = tuple(f"{name}.{k}" for name in _POSTINGS for k in ("slots", "tfs"))
 
     def snapshot(self, now: float | None = None) -> dict[str, np.ndarray]:
         """The shard as arrays for `from_snapshot`; with `now`, also its scoring Structure brought up
@@ -127,8 +129,9 @@ class LexicalShard:
         return out
 
     @classmethod
-    def from_snapshot(cls, data, settings: Settings) -> "LexicalShard | None":
-        """A shard from `snapshot()` arrays, or None if the snapshot was made differently."""
+    def from_snapshot(cls, data, settings: Settings, path=None, checks=None) -> "LexicalShard | None":
+        """A shard from `snapshot()` arrays, or None if the snapshot was made differently. `checks`:
+        the PIECE_MEMBERS were loaded unchecked (see Postings.from_arrays)."""
         state = json.loads(str(data["state"]))
         if state.get("version") != cls.VERSION or state.get("sequence_window") != settings.sequence_window:
             return None
@@ -136,7 +139,8 @@ class LexicalShard:
         for c in cls._COLUMNS:
             getattr(shard, c).adopt(data[c])
         for name in cls._POSTINGS:
-            setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs"))))
+            setattr(shard, name, Postings.from_arrays(*(data[f"{name}.{k}"] for k in ("h", "off", "slots", "tfs", "crc")),
+                                                      path, checks, name))
         # the key maps are built at their first use: a recall needs neither (100k: 40 ms of a cold start)
         shard._doc_slot_of, shard._doc_ids = None, data["doc_ids"]
         shard.n_alive, shard.total_len = state["n_alive"], state["total_len"]

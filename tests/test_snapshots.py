@@ -3,6 +3,7 @@
 import shutil
 import zipfile
 
+import numpy as np
 import pytest
 
 from ipy_memory import MemoryEngine, Settings
@@ -70,7 +71,9 @@ def test_the_scoring_structure_is_saved_and_used_on_reopen(store, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncate", "foreign", "st.around", "post.tfs", "st.keep"])
-def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch):
+def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch, caplog):
+    """Refused as it loads; but damaged postings, which a recall checks chunk by chunk as it reads
+    them (the rest once it has answered): found by the first recall or the call after it."""
     path, expected = store
     snap = next((path / "index").glob("*.lex.npz"))
     if damage == "garbage":
@@ -89,7 +92,11 @@ def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch):
             mem.recall("amber")                                  # loads the space, so it is snapshotted
         shutil.copy(next((other / "index").glob("*.lex.npz")), snap)
     with MemoryEngine(path, project="p") as mem:
-        assert not loaded_from_snapshot(mem, monkeypatch)
+        if damage == "post.tfs":
+            assert results(mem) == expected and "piece 1 of post fails its CRC check" in caplog.text
+            assert not list((path / "index").glob("*.lex.npz"))     # dropped: rebuilt from SQLite
+        else:
+            assert not loaded_from_snapshot(mem, monkeypatch)
         assert results(mem) == expected
 
 
@@ -262,3 +269,73 @@ def test_an_exact_scan_checks_the_vectors_it_reads(store, monkeypatch, caplog):
     snap.write_bytes(bytes(raw))
     with MemoryEngine(path, project="p", settings=hybrid) as mem:
         assert results(mem) == expected and "rebuilding the index" in caplog.text
+
+
+# ----------------------------------------------------------------------------------- postings by chunk
+def postings_of(mem):
+    return mem.shards.get("project:p").lex.post
+
+
+def test_a_recall_checks_the_postings_it_reads_and_the_rest_after_it_answers(store, monkeypatch):
+    """The postings (most of a lexical snapshot) load unchecked for a recall: the chunks it reads
+    are checked first, the others on the scan thread once it has answered, settled by the next call."""
+    import threading
+    path, expected = store
+    release, real = threading.Event(), _npz.PieceChecks.rest
+    monkeypatch.setattr(_npz.PieceChecks, "rest", lambda self: release.wait(30) and real(self))
+    with MemoryEngine(path, project="p") as mem:
+        first = [(h.id, round(h.score, 4)) for h in mem.recall(QUERIES[0])]
+        post = postings_of(mem)
+        assert post.checks is not None and post.checks.done.any() and not post.checks.done.all()
+        assert [p.member for p, _ in mem.shards.checks.watched] == ["post", "title_post", "doc_post"]
+        release.set()
+        assert results(mem)[1:] == expected[1:]
+        assert post.checks is None and not mem.shards.checks.watched
+    assert first == expected[0]
+
+
+def test_postings_loaded_outside_a_recall_are_checked_whole(store):
+    path, _ = store
+    with MemoryEngine(path, project="p") as mem:
+        mem.remember("a note that loads the space first", force=True)
+        assert postings_of(mem).checks is None and not mem.shards.checks.watched
+
+
+def test_damaged_postings_a_recall_reads_are_caught_before_it_answers(store, caplog, monkeypatch, tmp_path):
+    from ipy_memory import _postings, _text
+    path, expected = store
+    snap = next((path / "index").glob("*.lex.npz"))
+    data = _npz.load_npz(snap)
+    h = _text.term_hash("12")                                 # in QUERIES[0], "amber lantern 12"
+    i = int(np.searchsorted(data["post.h"], h))
+    assert data["post.h"][i] == h
+    first, last = int(data["post.off"][i]), int(data["post.off"][i + 1])
+    raw = bytearray(snap.read_bytes())
+    at = raw.index(b"\x93NUMPY", raw.index(b"post.tfs.npy")) + 128
+    raw[at + 4 * first:at + 4 * last] = bytes(4 * (last - first))     # its term frequencies zeroed
+    snap.write_bytes(bytes(raw))
+    unchecked = tmp_path / "unchecked"
+    shutil.copytree(path, unchecked)
+    with monkeypatch.context() as m:                          # the damage matters: unchecked, answers change
+        m.setattr(_npz.PieceChecks, "ensure", lambda self, pieces: None)
+        with MemoryEngine(unchecked, project="p") as mem:
+            assert [(h.id, round(h.score, 4)) for h in mem.recall(QUERIES[0])] != expected[0]
+    with MemoryEngine(path, project="p") as mem:
+        assert [(h.id, round(h.score, 4)) for h in mem.recall(QUERIES[0])] == expected[0]
+        assert f"piece {2 * (first // _postings.CHUNK) + 1} of post fails its CRC check" in caplog.text
+
+
+def test_saving_refuses_postings_that_fail_their_check(store, tmp_path):
+    path, _ = store
+    data = dict(_npz.load_npz(next((path / "index").glob("*.lex.npz"))))
+    from ipy_memory._postings import Postings
+    checks = _npz.LaterChecks()
+    tfs = data["post.tfs"].copy()
+    tfs[-1] += 1
+    post = Postings.from_arrays(data["post.h"], data["post.off"], data["post.slots"], tfs, data["post.crc"],
+                                tmp_path / "x", checks, "post")
+    with pytest.raises(_npz.DamagedSnapshot):
+        post.arrays()
+    assert checks.damaged
+    with pytest.raises(ValueError, match="inconsistent"):
+        Postings.from_arrays(data["post.h"], data["post.off"], data["post.slots"][:-1], tfs[:-1])
