@@ -254,3 +254,17 @@ def test_piece_checks_report_and_raise(tmp_path):
         pieces.ensure(np.array([3, 5]))
     assert [p for p, _ in checks.damaged] == [tmp_path / "x.npz"] and not pieces.done[3]
     assert checks.failed() and not checks.damaged
+
+
+def test_the_first_search_of_a_loaded_snapshot_runs_on_the_recalls_thread(store, monkeypatch):
+    """Beside the lexical scoring, both threads would check pieces of the new snapshot in small
+    steps that pass the GIL back and forth; once checked, a large search runs beside it again."""
+    from ipy_memory import _recall
+    path, _ = store
+    monkeypatch.setattr(_recall, "_BESIDE_ROWS", 100)
+    threads, real = [], VectorShard.search
+    monkeypatch.setattr(VectorShard, "search",
+                        lambda self, *a, **k: threads.append(threading.current_thread().name) or real(self, *a, **k))
+    with MemoryEngine(path, project="p", settings=HYBRID) as mem:
+        results(mem)
+    assert threads[0] == threading.current_thread().name and set(threads[1:]) == {"ipy_memory-scan"}
