@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _colscan, _kernels
 from ._colscan import ColumnScan
+from ._log import log
 from ._npz import LaterChecks, PieceChecks, chunk_crcs
 from ._topk import unique
 
@@ -54,6 +55,9 @@ class SnapshotColumns:
         if self.graph_allowed or len(hot) < _colscan.SPARSE_MIN_ROWS:
             return {}
         scan = self._column_scan()
+        if scan is not None and scan.checks is not None and scan.checks.damaged_piece() is not None:
+            log.warning("ipy_memory: converting the vectors' columns anew: %s's were damaged", scan.checks.path)
+            scan = None                # (mapped from a snapshot: what no query checked is checked now)
         if scan is None or scan.n != self.keys.size:
             scan = ColumnScan(self.dim)
             scan.append(hot)

@@ -107,18 +107,31 @@ class PieceChecks:
             return
         bad = todo[self.compute(todo) != self.crcs[todo]]
         if len(bad):
-            exc = DamagedSnapshot(f"{self.path}: piece {bad[0]} of {self.member} fails its CRC check")
+            exc = self._damage(int(bad[0]))
             self.checks.report(self.path, exc)
             raise exc
         self.done[todo] = True          # (two threads may check a piece twice: harmless)
 
+    def damaged_piece(self) -> int | None:
+        """Check every piece not checked yet: the first that fails (not reported), or None."""
+        for lo in range(0, len(self.crcs), 4096):
+            todo = np.arange(lo, min(lo + 4096, len(self.crcs)))
+            todo = todo[~self.done[todo]]
+            if len(todo):
+                ok = self.compute(todo) == self.crcs[todo]
+                self.done[todo[ok]] = True
+                if not ok.all():
+                    return int(todo[~ok][0])
+        return None
+
     def rest(self) -> None:
-        """Check every piece not checked yet (a damaged one is reported, not raised)."""
-        try:
-            for lo in range(0, len(self.crcs), 4096):
-                self.ensure(np.arange(lo, min(lo + 4096, len(self.crcs))))
-        except DamagedSnapshot:
-            pass
+        """Check every piece not checked yet; damage is reported, not raised."""
+        bad = self.damaged_piece()
+        if bad is not None:
+            self.checks.report(self.path, self._damage(bad))
+
+    def _damage(self, piece: int) -> DamagedSnapshot:
+        return DamagedSnapshot(f"{self.path}: piece {piece} of {self.member} fails its CRC check")
 
 
 def chunk_crcs(array: np.ndarray, n: int, chunks: np.ndarray, per: int) -> np.ndarray:

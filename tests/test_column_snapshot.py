@@ -254,6 +254,10 @@ def test_piece_checks_report_and_raise(tmp_path):
         pieces.ensure(np.array([3, 5]))
     assert [p for p, _ in checks.damaged] == [tmp_path / "x.npz"] and not pieces.done[3]
     assert checks.failed() and not checks.damaged
+    assert pieces.damaged_piece() == 5 and not checks.damaged          # checked, not reported
+    assert pieces.done.sum() == 15 and not pieces.done[5]
+    pieces.rest()
+    assert [str(e) for _, e in checks.damaged] == [f"{tmp_path / 'x.npz'}: piece 5 of cols fails its CRC check"]
 
 
 def test_the_first_search_of_a_loaded_snapshot_runs_on_the_recalls_thread(store, monkeypatch):
@@ -268,3 +272,20 @@ def test_the_first_search_of_a_loaded_snapshot_runs_on_the_recalls_thread(store,
     with MemoryEngine(path, project="p", settings=HYBRID) as mem:
         results(mem)
     assert threads[0] == threading.current_thread().name and set(threads[1:]) == {"ipy_memory-scan"}
+
+
+def test_columns_no_query_read_are_checked_before_they_are_saved_again(store, caplog):
+    path, _ = store
+    snap = snapshot(path)
+    block = column_blocks(_npz.load_npz(snap))[0]
+    dim = 383                                                  # no query's column: damage stays unread
+    damage(snap, "colblock.0", dim * block.shape[1], 8, fill=0x55)
+    with MemoryEngine(path, project="p", settings=HYBRID) as mem:
+        results(mem)
+        assert not space(mem).vec._columns.checks.done[dim]
+        mem.remember("a note that makes the vectors worth saving again", force=True)
+    data = _npz.load_npz(snapshot(path))
+    fresh = _colscan.ColumnScan(384)
+    fresh.append(data["hot"])
+    assert np.array_equal(np.hstack(column_blocks(data)), np.hstack(fresh.live_blocks()[0]))
+    assert "converting the vectors' columns anew" in caplog.text
