@@ -11,6 +11,9 @@
   by the CRC of each part, as before;
 * int8 columns: `quantize_rows` (a space's columns for sparse queries, built after its first one)
   on its F16C and portable paths against its numpy twin, over the same rows;
+* piece checks: `crc32_rows` (the CRCs of a first sparse query's 64 columns of each block of a
+  snapshot's int8 columns, one call a block) against a `crc32` call a piece, and against the CRC of
+  the whole members that query no longer waits for (every column, the float16 rows);
 * candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
   it) against listing every non-zero index first (as recall did before, compiled and numpy), for
   the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
@@ -123,6 +126,32 @@ def columns_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
             ("quantize_rows, portable path", best(lambda: run(lambda *a: _kernels._speedups.quantize_rows(*a, False)),
                                                   repeat), compiled),
             ("numpy twin (quantize_rows_numpy)", best(lambda: run(_kernels.quantize_rows_numpy), repeat), compiled)]
+
+
+def piece_check_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
+    """A new process's first sparse query over a snapshot: the CRCs of its 64 columns in each block of
+    65,536 rows (_colsnap), by one `crc32_rows` call a block or a `crc32` call a piece, against the
+    whole-member checks it no longer waits for (every column; the float16 rows)."""
+    rng = np.random.default_rng(5)
+    blocks = [rng.integers(-127, 128, (384, min(65_536, rows - lo)), dtype=np.int8) for lo in range(0, rows, 65_536)]
+    mat = rng.standard_normal((rows, 384)).astype(np.float16)
+    dims = np.sort(rng.choice(384, 64, replace=False)).astype(np.int64)
+    k = _kernels._speedups
+    out = np.empty(len(dims), np.uint32)
+
+    def by_rows():
+        for block in blocks:
+            k.crc32_rows(block, dims, out)
+
+    def by_piece():
+        for block in blocks:
+            for d in dims.tolist():
+                k.crc32(block[d])
+    compiled = best(by_rows, repeat)
+    return [("crc32_rows, one call a block", compiled, compiled),
+            ("crc32, one call a piece", best(by_piece, repeat), compiled),
+            ("crc32 of every column (the whole member)", best(lambda: [k.crc32(b) for b in blocks], repeat), compiled),
+            ("crc32 of the float16 rows (the whole member)", best(lambda: k.crc32(mat), repeat), compiled)]
 
 
 def selection_rows(n: int, repeat: int) -> list[tuple[str, float, float]]:
@@ -304,6 +333,8 @@ def main() -> None:
              "half_dots_crc", checked_scan_rows(a.rows, a.repeat))
     ms_table(f"int8 columns of {a.rows:,} float16 rows (384 dims), chunks of 8,192", "build", "quantize_rows",
              columns_rows(a.rows, a.repeat))
+    ms_table(f"A first sparse query's piece checks: 64 columns of {a.rows:,} int8 rows in blocks of 65,536",
+             "check", "crc32_rows", piece_check_rows(a.rows, a.repeat))
     ms_table(f"Top 200 of {a.scores:,} lexical scores, 13.5% non-zero", "selection", "largest_nonzero",
              selection_rows(a.scores, a.repeat))
     ms_table(f"Neighbour structure of {a.rows:,} slots, distances 1 and 2", "build", "neighbours",

@@ -46,12 +46,12 @@ class SnapshotColumns:
     row_checks: PieceChecks | None = None    # of the snapshot's rows while their whole check is pending
     scanned = None                    # that whole check's RowChecks (_npz), set by the loader
 
-    def column_members(self, hot: np.ndarray) -> dict[str, np.ndarray]:
+    def column_members(self, hot: np.ndarray) -> dict:
         """The snapshot members of the columns of the live rows `hot` (as `arrays()` saves them),
         for a space scanned by columns: the columns as held, or converted now (100k memories:
         ~0.13 s), a member per block (not one array: at 1M memories, 0.6 GB copied once more on
-        memory this VM hands out slowly), with their CRCs; none for a space a graph may serve or
-        too small for columns."""
+        memory this VM hands out slowly), made as it is written (write_npz takes functions), with
+        their CRCs; none for a space a graph may serve or too small for columns."""
         if self.graph_allowed or len(hot) < _colscan.SPARSE_MIN_ROWS:
             return {}
         scan = self._column_scan()
@@ -62,10 +62,17 @@ class SnapshotColumns:
             scan = ColumnScan(self.dim)
             scan.append(hot)
         blocks, scale = scan.live_blocks(None if len(hot) == scan.n else self.alive.view)
-        n = len(scale)
-        return {**{f"{COLUMN_BLOCK}{b}": block for b, block in enumerate(blocks)},
+        n, crcs = len(scale), []
+
+        def written(block):            # each block made as it is written, its CRCs taken then
+            def make():
+                out = block()
+                crcs.append(column_crcs([out], np.arange(self.dim)))
+                return out
+            return make
+        return {**{f"{COLUMN_BLOCK}{b}": written(block) for b, block in enumerate(blocks)},
                 "cols.scale": scale, "hot.group": np.array(ROW_GROUP),
-                "cols.crc": column_crcs(blocks, np.arange(len(blocks) * self.dim)),
+                "cols.crc": lambda: np.concatenate(crcs),          # (after the blocks)
                 "hot.crc": chunk_crcs(hot, n, np.arange(-(-n // ROW_GROUP)), ROW_GROUP)}
 
     def restore_columns(self, data, path, checks: LaterChecks | None) -> None:

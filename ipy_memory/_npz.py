@@ -229,12 +229,13 @@ class LaterChecks:
         return out
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write `arrays` to `path` as an uncompressed `.npz` with 64-byte aligned array data."""
+def write_npz(path: Path, arrays: dict) -> None:
+    """Write `arrays` to `path` as an uncompressed `.npz` with 64-byte aligned array data; a value
+    may be a function giving the array, called when it is written (in order)."""
     import zipfile
     with open(path, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
         for name, value in arrays.items():
-            value = np.asanyarray(value)
+            value = np.asanyarray(value() if callable(value) else value)
             info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             # numpy pads the .npy header to a multiple of 64: align the member's start and the data is aligned
             start = f.tell() + 30 + len(info.filename.encode()) + _ZIP64_EXTRA + 4

@@ -396,13 +396,13 @@ class Shards:
                 self.dir.mkdir(mode=0o700, exist_ok=True)
                 shard.vec.save_graph(self.graph_path(space))      # first: it adds the tail rows
                 if len(shard.vec) >= SNAPSHOT_MIN_NODES:
-                    self._write_snapshot(self.vectors_path(space), shard.vec.arrays())
+                    self._write_snapshot(self.vectors_path(space), shard.vec.arrays(lazy=True))
                 shard.vec_dirty = False
 
     def _save_snapshot(self, space: str, shard: Shard) -> None:
         self._write_snapshot(self.snapshot_path(space), shard.lex.snapshot(self.clock()))
 
-    def _write_snapshot(self, path: Path, arrays: dict[str, np.ndarray]) -> None:
+    def _write_snapshot(self, path: Path, arrays: dict) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)
         replace_npz(path, {"seq": np.array(self.seq), "store_id": np.array(self.store_id),
                            "epoch": np.array(self.epoch), **arrays})

@@ -177,10 +177,12 @@ class VectorShard(_Rows, ColumnsMixin, SnapshotColumns):
         self.drop_columns()                 # rows were renumbered
 
     # ------------------------------------------------------------------------------ snapshots
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones."""
+    def arrays(self, lazy: bool = False) -> dict:
+        """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones;
+        `lazy`: the columns' blocks as functions that make them, in order (see write_npz)."""
         (hot_keys, hot), (low_keys, low) = self.live_rows(), self.low.live_rows()
-        return {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low, **self.column_members(hot)}
+        out = {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low, **self.column_members(hot)}
+        return out if lazy else {k: v() if callable(v) else v for k, v in out.items()}
 
     def restore(self, data, path=None, checks=None) -> None:
         """Load `arrays()` of an earlier session into this empty shard, without conversion (the
