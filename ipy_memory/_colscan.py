@@ -288,7 +288,7 @@ def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray
 class ColumnsMixin:
     """VectorShard's use of a ColumnScan: built after the first sparse query of a large space (or
     loaded with its snapshot: _colsnap), caught up with appended rows at each query, dropped when
-    rows are renumbered (`_reset`). `_check_rows` and `_uncover` are _colsnap.SnapshotColumns'."""
+    rows are renumbered (`_reset`). `_check_rows` and `_uncover` are _colsnap.VectorSnapshot's."""
 
     _columns: ColumnScan | None = None
     _columns_job: Build | None = None  # the columns being built

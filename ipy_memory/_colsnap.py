@@ -1,4 +1,4 @@
-"""The int8 columns of a vector snapshot, and CRCs by piece for them and for its float16 rows.
+"""A vector shard's snapshot: its rows, its int8 columns, and CRCs by piece for both.
 
 A snapshot of a space that its queries may scan by columns (_colscan) holds those columns, a
 member per block (`colblock.0`, ...), with a CRC per column of a block, and a CRC per group of
@@ -21,7 +21,7 @@ from . import _colscan, _kernels
 from ._colscan import ColumnScan
 from ._log import log
 from ._npz import LaterChecks, PieceChecks, chunk_crcs
-from ._topk import unique
+from ._topk import isin, unique
 
 ROW_GROUP = 16             # float16 rows per CRC (12 kB at 384 dims)
 COLUMN_BLOCK = "colblock."  # a snapshot's member of a block of columns: colblock.0, colblock.1, ...
@@ -40,11 +40,38 @@ def column_crcs(blocks: list[np.ndarray], pieces: np.ndarray) -> np.ndarray:
     return out
 
 
-class SnapshotColumns:
-    """VectorShard's columns and row checks in its snapshot (see the module)."""
+class VectorSnapshot:
+    """VectorShard's snapshot: its rows, and its columns and row checks (see the module)."""
 
     row_checks: PieceChecks | None = None    # of the snapshot's rows while their whole check is pending
     scanned = None                    # that whole check's RowChecks (_npz), set by the loader
+
+    def arrays(self, lazy: bool = False) -> dict:
+        """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones;
+        `lazy`: the columns' blocks as functions that make them, in order (see write_npz)."""
+        (hot_keys, hot), (low_keys, low) = self.live_rows(), self.low.live_rows()
+        out = {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low, **self.column_members(hot)}
+        return out if lazy else {k: v() if callable(v) else v for k, v in out.items()}
+
+    def restore(self, data, path=None, checks=None) -> None:
+        """Load `arrays()` of an earlier session into this empty shard, without conversion (the
+        columns' pieces checked as they are first read if `checks`: see the module)."""
+        hot_keys, hot = np.asarray(data["hot_keys"]), np.asarray(data["hot"])
+        low_keys, low = np.asarray(data["low_keys"]), np.asarray(data["low"])
+        if (hot_keys.dtype != np.int64 or low_keys.dtype != np.int64 or hot.dtype != np.float16
+                or low.dtype != np.int8 or hot.shape != (len(hot_keys), self.dim)
+                or low.shape != (len(low_keys), self.dim) or len(self)):
+            raise ValueError("not a vector snapshot of this shard's shape")
+        for keys, mat, part in ((hot_keys, hot, self), (low_keys, low, self.low)):
+            part.keys.extend(keys)
+            part.mat.adopt(mat)                 # 1M sections: 1.2 GB not copied a second time
+            part.alive.extend(np.ones(len(keys), bool))
+            part._row_of, part.live = None, len(keys)
+            if not (keys[1:] > keys[:-1]).all() and len(part.row_of) != len(keys):   # not ascending: count
+                raise ValueError("duplicate keys in a vector snapshot")
+        if len(low_keys) and isin(hot_keys, low_keys).any():
+            raise ValueError("duplicate keys in a vector snapshot")
+        self.restore_columns(data, path, checks)
 
     def column_members(self, hot: np.ndarray) -> dict:
         """The snapshot members of the columns of the live rows `hot` (as `arrays()` saves them),

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _kernels
 from ._colscan import ColumnsMixin, rows_dot, run_parts
-from ._colsnap import COLUMN_BLOCK, SnapshotColumns
+from ._colsnap import COLUMN_BLOCK, VectorSnapshot
 from ._columns import AscendingKeys, Column
 from ._lowtier import _LowTier, _Rows, _scan_threads
 from ._native import exact_cosine, usearch
@@ -35,7 +35,7 @@ from .config import Settings
 _EXACT_PART = 8192           # rows an exact scan's part holds (6 MB at 384 dims)
 
 
-class VectorShard(_Rows, ColumnsMixin, SnapshotColumns):
+class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
     """Vectors of one space. `fetch(keys)` reads exact vectors from SQLite (for the colder tiers)."""
 
     # checked beside its first use (_npz.load_npz): float16 values, in parts of an exact scan's rows
@@ -175,34 +175,6 @@ class VectorShard(_Rows, ColumnsMixin, SnapshotColumns):
         self._key_order = AscendingKeys()
         self._uncover()
         self.drop_columns()                 # rows were renumbered
-
-    # ------------------------------------------------------------------------------ snapshots
-    def arrays(self, lazy: bool = False) -> dict:
-        """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones;
-        `lazy`: the columns' blocks as functions that make them, in order (see write_npz)."""
-        (hot_keys, hot), (low_keys, low) = self.live_rows(), self.low.live_rows()
-        out = {"hot_keys": hot_keys, "hot": hot, "low_keys": low_keys, "low": low, **self.column_members(hot)}
-        return out if lazy else {k: v() if callable(v) else v for k, v in out.items()}
-
-    def restore(self, data, path=None, checks=None) -> None:
-        """Load `arrays()` of an earlier session into this empty shard, without conversion (the
-        columns' pieces checked as they are first read if `checks`: see _colsnap)."""
-        hot_keys, hot = np.asarray(data["hot_keys"]), np.asarray(data["hot"])
-        low_keys, low = np.asarray(data["low_keys"]), np.asarray(data["low"])
-        if (hot_keys.dtype != np.int64 or low_keys.dtype != np.int64 or hot.dtype != np.float16
-                or low.dtype != np.int8 or hot.shape != (len(hot_keys), self.dim)
-                or low.shape != (len(low_keys), self.dim) or len(self)):
-            raise ValueError("not a vector snapshot of this shard's shape")
-        for keys, mat, part in ((hot_keys, hot, self), (low_keys, low, self.low)):
-            part.keys.extend(keys)
-            part.mat.adopt(mat)                 # 1M sections: 1.2 GB not copied a second time
-            part.alive.extend(np.ones(len(keys), bool))
-            part._row_of, part.live = None, len(keys)
-            if not (keys[1:] > keys[:-1]).all() and len(part.row_of) != len(keys):   # not ascending: count
-                raise ValueError("duplicate keys in a vector snapshot")
-        if len(low_keys) and isin(hot_keys, low_keys).any():
-            raise ValueError("duplicate keys in a vector snapshot")
-        self.restore_columns(data, path, checks)
 
     # ------------------------------------------------------------------------------ reads
     def _rows(self, keys: np.ndarray) -> np.ndarray:
