@@ -10,9 +10,10 @@ it. Members the caller names in `later` that hold only values (floating-point or
 indexes memory by them) are checked on a background thread instead (`LaterChecks`), beside the
 caller's first use of them: the caller waits for that check before anything it computed from them
 leaves it, unless each piece it read was checked against a CRC of its own (`PieceChecks`: a
-member that the snapshot stores with such CRCs, named in `own`). Snapshots are only ever replaced (written aside, then `os.replace`), never rewritten in place,
-so a mapping stays valid while another process saves a newer one. Windows cannot replace a mapped
-file, so there (and for anything unexpected) arrays are read with `np.load`.
+member that the snapshot stores with such CRCs, named in `own`). Snapshots are only ever replaced
+(written aside, then `os.replace`), never rewritten in place, so a mapping stays valid while
+another process saves a newer one. Windows cannot replace a mapped file, so there (and for
+anything unexpected) arrays are read with `np.load`.
 """
 
 from __future__ import annotations
@@ -205,14 +206,15 @@ class LaterChecks:
             if not check.covered:
                 check.job.work()
 
-    def failed(self, covered: bool = True) -> list[tuple[Path, Exception]]:
-        """Wait for every pending check (`covered=False`: but the covered ones still running, which
-        go on in the background); the files that failed theirs or were reported, with the reason."""
+    def failed(self, wait_covered: bool = True) -> list[tuple[Path, Exception]]:
+        """Wait for every pending check (but, without `wait_covered`, the covered ones and watched
+        pieces still running, which go on in the background); the files that failed theirs or were
+        reported, with the reason."""
         self.start(covered=True)
         pending = self.pending
-        self.pending = [c for c in pending if c.covered and not covered and not c.job.done()]
+        self.pending = [c for c in pending if c.covered and not wait_covered and not c.job.done()]
         self.hooks.clear()
-        if covered:
+        if wait_covered:
             watched, self.watched, rests, self._rests = self.watched, [], self._rests, {}
             for pieces, checked in watched:
                 rests[id(pieces)][1].result()

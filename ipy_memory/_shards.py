@@ -131,7 +131,7 @@ class Shards:
         next use); True if one was."""
         if not self.checks.busy:
             return False
-        failed = self.checks.failed(covered=not answer)
+        failed = self.checks.failed(wait_covered=not answer)
         running = {id(check) for check in self.checks.pending}
         for shard in self.loaded.values():
             if shard.vec_loaded and shard.vec.scanned is not None and id(shard.vec.scanned.check) not in running:

@@ -197,7 +197,7 @@ def test_damaged_vectors_are_caught_before_a_recall_answers(store, monkeypatch, 
     unchecked = tmp_path_factory.mktemp("unchecked") / "store"
     shutil.copytree(path, unchecked)
     with monkeypatch.context() as m:        # the damage matters: unchecked, the answers change
-        m.setattr(_npz.LaterChecks, "failed", lambda self, covered=True: [])
+        m.setattr(_npz.LaterChecks, "failed", lambda self, wait_covered=True: [])
         m.setattr(_npz.PieceChecks, "ensure", lambda self, pieces: None)
         with MemoryEngine(unchecked, project="p", settings=hybrid) as mem:
             assert results(mem) != expected
