@@ -339,3 +339,34 @@ def test_row_checks_let_only_readers_of_the_mapping_check_rows_in_their_own_pass
     with pytest.raises(MemoryError):
         hook.read(0, mapped_hot[0:4], None, failing)
     assert checks.failed() == []                                         # its piece checked all the same
+
+
+def test_watched_piece_checks_are_redone_in_a_forked_child(tmp_path):
+    """A recall leaves the pieces it did not read to the scan thread; a child forked meanwhile has
+    no such thread (nor its queue): its next call checks them itself instead of waiting forever."""
+    import os
+    import signal
+    import threading
+    from ipy_memory._threads import SCANS
+    data = np.arange(64 * 256, dtype=np.uint8).reshape(64, 256)
+    compute = lambda pieces: _npz.chunk_crcs(data, len(data), pieces, 1)     # noqa: E731
+    crcs = compute(np.arange(64))
+    crcs[40] ^= 1
+    checks = _npz.LaterChecks()
+    pieces = _npz.PieceChecks(crcs, compute, tmp_path / "x.npz", "rows", checks)
+    checks.watch(pieces, lambda: None)
+    gate = threading.Event()
+    SCANS.submit(gate.wait, 30)                   # the scan thread busy: the rest is only queued
+    checks.failed(wait_covered=False)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(10)
+            code = 0 if [p for p, _ in checks.failed()] == [tmp_path / "x.npz"] else 1
+        finally:
+            os._exit(code)
+    gate.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert [str(e) for _, e in checks.failed()] == [f"{tmp_path / 'x.npz'}: piece 40 of rows fails its CRC check"]
