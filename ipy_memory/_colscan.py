@@ -140,10 +140,10 @@ class ColumnScan:
 
     def upper(self, q: np.ndarray, dims: np.ndarray, alive: np.ndarray | None = None) -> np.ndarray:
         """An upper bound of q . row for each of rows [0, n) (float32), at most 2 * scale * slack
-        above it, using only the dimensions `dims`; -inf for the rows where `alive` is False."""
+        above it, using only the dimensions `dims`; -inf for the rows where `alive` is False. (The
+        caller has checked the snapshot's columns `dims` first: `check`.)"""
         global _current
         dims = np.asarray(dims, np.int64)
-        self.check(dims)
         weights = (dims, q[dims].astype(np.float32), self.slack(q, dims))
         out = np.empty(self.n, np.float32)
         parts, at = [], 0

@@ -35,7 +35,7 @@ _EMPTY_F = np.zeros(0, np.float32)
 CHUNK = 4096     # postings a snapshot keeps a CRC for (16 kB of slots, 16 kB of tfs)
 
 
-def chunk_crcs(slots: np.ndarray, tfs: np.ndarray, pieces: np.ndarray) -> np.ndarray:
+def posting_crcs(slots: np.ndarray, tfs: np.ndarray, pieces: np.ndarray) -> np.ndarray:
     """The CRC of each of `pieces` of a snapshot's postings: piece 2c is chunk c of the slots,
     2c + 1 chunk c of the term frequencies (see Postings.checks)."""
     out = np.empty(len(pieces), np.uint32)
@@ -104,7 +104,7 @@ class Postings:
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)
         return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64), "slots": slots, "tfs": tfs,
-                "crc": chunk_crcs(slots, tfs, np.arange(2 * -(-len(slots) // CHUNK)))}
+                "crc": posting_crcs(slots, tfs, np.arange(2 * -(-len(slots) // CHUNK)))}
 
     @classmethod
     def from_arrays(cls, h, off, slots, tfs, crc=None, path=None, checks: _npz.LaterChecks | None = None,
@@ -119,7 +119,7 @@ class Postings:
             raise ValueError("postings of inconsistent lengths")
         if checks is not None:
             slots, tfs = p.slots, p.tfs
-            p.checks = _npz.PieceChecks(crc, lambda pieces: chunk_crcs(slots, tfs, pieces), path, name, checks)
+            p.checks = _npz.PieceChecks(crc, lambda pieces: posting_crcs(slots, tfs, pieces), path, name, checks)
             checks.watch(p.checks, lambda: setattr(p, "checks", None))
         return p
 

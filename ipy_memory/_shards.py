@@ -132,9 +132,9 @@ class Shards:
         if not self.checks.busy:
             return False
         failed = self.checks.failed(wait_covered=not answer)
-        running = {id(check) for check in self.checks.pending}
         for shard in self.loaded.values():
-            if shard.vec_loaded and shard.vec.scanned is not None and id(shard.vec.scanned.check) not in running:
+            scanned = shard.vec.scanned if shard.vec_loaded else None
+            if scanned is not None and scanned.check not in self.checks.pending:
                 shard.vec.scanned = shard.vec.row_checks = None     # checked: the hook would keep the mapping alive
         for path, exc in failed:
             log.warning("ipy_memory: rebuilding the index from the database: %s", exc)
