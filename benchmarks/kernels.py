@@ -11,6 +11,9 @@
   by the CRC of each part, as before;
 * int8 columns: `quantize_rows` (a space's columns for sparse queries, built after its first one)
   on its F16C and portable paths against its numpy twin, over the same rows;
+* CRC-32: the compiled `crc32` (512-bit folds where the CPU has AVX-512 with VPCLMULQDQ) against its
+  128-bit folds (`wide=False`, as before) and zlib's, over 32 MB in memory and over a fresh mapping
+  of a 32 MB file in the page cache (as a new process checks a snapshot: page faults included);
 * piece checks: `crc32_rows` (the CRCs of a first sparse query's 64 columns of each block of a
   snapshot's int8 columns, one call a block) against a `crc32` call a piece, and against the CRC of
   the whole members that query no longer waits for (every column, the float16 rows);
@@ -126,6 +129,31 @@ def columns_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
             ("quantize_rows, portable path", best(lambda: run(lambda *a: _kernels._speedups.quantize_rows(*a, False)),
                                                   repeat), compiled),
             ("numpy twin (quantize_rows_numpy)", best(lambda: run(_kernels.quantize_rows_numpy), repeat), compiled)]
+
+
+def crc_rows(repeat: int, size: int = 32 << 20) -> list[tuple[str, float, float]]:
+    """CRC-32 of `size` bytes in memory, and of a fresh mapping of a file of them (page cache warm)."""
+    import mmap
+    import tempfile
+    import zlib
+    data = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8)
+    k = _kernels._speedups
+    ways = [("crc32, 512-bit folds" if k.WIDE_CRC32 else "crc32 (no AVX-512 VPCLMULQDQ here: 128-bit folds)", k.crc32),
+            ("crc32, 128-bit folds (wide=False)", lambda b: k.crc32(b, 0, False)), ("zlib.crc32", zlib.crc32)]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "snapshot")
+        data.tofile(path)
+
+        def mapped(fn):
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as m:
+                fn(m)
+        for name, fn in ways:
+            out.append((f"{name}, {size >> 20} MB in memory", best(lambda: fn(data), repeat)))
+        for name, fn in ways:
+            out.append((f"{name}, a fresh mapping of a {size >> 20} MB file", best(lambda: mapped(fn), repeat)))
+    half = len(ways)
+    return [(name, t, out[0 if i < half else half][1]) for i, (name, t) in enumerate(out)]
 
 
 def piece_check_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
@@ -333,6 +361,7 @@ def main() -> None:
              "half_dots_crc", checked_scan_rows(a.rows, a.repeat))
     ms_table(f"int8 columns of {a.rows:,} float16 rows (384 dims), chunks of 8,192", "build", "quantize_rows",
              columns_rows(a.rows, a.repeat))
+    ms_table("CRC-32 of snapshot bytes", "checksum", "crc32", crc_rows(a.repeat, (2 if a.quick else 32) << 20))
     ms_table(f"A first sparse query's piece checks: 64 columns of {a.rows:,} int8 rows in blocks of 65,536",
              "check", "crc32_rows", piece_check_rows(a.rows, a.repeat))
     ms_table(f"Top 200 of {a.scores:,} lexical scores, 13.5% non-zero", "selection", "largest_nonzero",

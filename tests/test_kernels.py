@@ -339,6 +339,7 @@ def test_crc32_equals_zlib(data, value, cut):
     import zlib
     f = _kernels._speedups.crc32
     assert f(data, value) == zlib.crc32(data, value) and f(data) == zlib.crc32(data)
+    assert f(data, value, False) == zlib.crc32(data, value)          # 128-bit folds only
     assert f(data[cut:], f(data[:cut])) == zlib.crc32(data)          # continued like zlib's
 
 
@@ -347,8 +348,14 @@ def test_crc32_of_large_and_odd_buffers_equals_zlib():
     import zlib
     rng = np.random.default_rng(7)
     data = rng.integers(0, 256, 3_000_017, dtype=np.uint8)
-    for n in (63, 64, 65, 79, 80, 127, 128, 129, 4096 + 15, len(data)):
-        assert _kernels._speedups.crc32(data[:n]) == zlib.crc32(data[:n].tobytes())
+    # 64 bytes: the 128-bit folds; 256: the 512-bit ones where the CPU has them (WIDE_CRC32), whose
+    # last whole 64 bytes are folded one register at a time, and the last 16s in 128 bits
+    for n in (63, 64, 65, 79, 80, 127, 128, 129, 255, 256, 257, 271, 272, 319, 320, 336, 511, 512, 513,
+              4096 + 15, 4096 + 240, len(data)):
+        for at in (0, 1, 7):
+            expected = zlib.crc32(data[at:at + n].tobytes())
+            assert _kernels._speedups.crc32(data[at:at + n]) == expected, (at, n)
+            assert _kernels._speedups.crc32(data[at:at + n], 0, False) == expected, (at, n)
     assert _kernels._speedups.crc32(memoryview(data.tobytes())[5:]) == zlib.crc32(data[5:].tobytes())
     assert _kernels.crc32 is (_kernels._speedups.crc32 if _kernels._speedups.FAST_CRC32 else zlib.crc32)
     with pytest.raises(TypeError):

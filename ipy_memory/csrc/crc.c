@@ -46,15 +46,38 @@ CLMUL_TARGET static uint32_t crc_clmul(uint32_t crc, const uint8_t *p, size_t n)
 }
 #endif
 
-int crc32_fast = 0; /* the CPU has PCLMULQDQ (crc32_init) */
+#ifdef HAVE_VPCLMUL
+/* The same, 256 bytes a step in four 512-bit registers of lanes. n >= 256 and a multiple of 16 */
+VPCLMUL_TARGET static uint32_t crc_vpclmul(uint32_t crc, const uint8_t *p, size_t n)
+{
+    const __m512i k256 = VPCLMUL_K256;
+    __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    __m512i x1 = _mm512_loadu_si512(p + 64), x2 = _mm512_loadu_si512(p + 128), x3 = _mm512_loadu_si512(p + 192);
+    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
+        x0 = fold512(x0, k256, _mm512_loadu_si512(p));
+        x1 = fold512(x1, k256, _mm512_loadu_si512(p + 64));
+        x2 = fold512(x2, k256, _mm512_loadu_si512(p + 128));
+        x3 = fold512(x3, k256, _mm512_loadu_si512(p + 192));
+    }
+    return fold512_finish(x0, x1, x2, x3, p, n);
+}
+#endif
 
-uint32_t crc32_zlib(uint32_t value, const uint8_t *p, size_t n)
+int crc32_fast = 0; /* the CPU has PCLMULQDQ (crc32_init) */
+int crc32_wide = 0; /* ... and AVX-512 with VPCLMULQDQ */
+
+/* wide: by 512-bit folds where the CPU has them (crc32_wide), else 128-bit ones */
+static uint32_t crc32_folded(uint32_t value, const uint8_t *p, size_t n, int wide)
 {
     uint32_t crc = ~value;
 #ifdef HAVE_CLMUL
-    size_t m = n & ~(size_t)15;
+    const size_t m = n & ~(size_t)15;
     if (crc32_fast && m >= 64) {
+#ifdef HAVE_VPCLMUL
+        crc = wide && crc32_wide && m >= 256 ? crc_vpclmul(crc, p, m) : crc_clmul(crc, p, m);
+#else
         crc = crc_clmul(crc, p, m);
+#endif
         p += m;
         n -= m;
     }
@@ -62,19 +85,27 @@ uint32_t crc32_zlib(uint32_t value, const uint8_t *p, size_t n)
     return ~crc_bytes(crc, p, n);
 }
 
+uint32_t crc32_zlib(uint32_t value, const uint8_t *p, size_t n)
+{
+    return crc32_folded(value, p, n, 1);
+}
+
 const char crc32_doc[] = PyDoc_STR(
-"crc32(data, value=0) -> int\n--\n\n"
-"zlib.crc32(data, value), by carry-less multiplication where the CPU has it (see FAST_CRC32).");
+"crc32(data, value=0, wide=True) -> int\n--\n\n"
+"zlib.crc32(data, value), by carry-less multiplication where the CPU has it (see FAST_CRC32): in\n"
+"512-bit registers where it also has AVX-512 with VPCLMULQDQ (WIDE_CRC32), unless wide is false\n"
+"(the tests and benchmarks/kernels.py compare both).");
 
 PyObject *crc32(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     unsigned int value = 0;
-    if (!PyArg_ParseTuple(args, "y*|I:crc32", &data, &value))
+    int wide = 1;
+    if (!PyArg_ParseTuple(args, "y*|Ip:crc32", &data, &value, &wide))
         return NULL;
     uint32_t crc;
     Py_BEGIN_ALLOW_THREADS
-    crc = crc32_zlib(value, (const uint8_t *)data.buf, (size_t)data.len);
+    crc = crc32_folded(value, (const uint8_t *)data.buf, (size_t)data.len, wide);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(crc);
@@ -124,5 +155,8 @@ void crc32_init(void)
 #ifdef HAVE_CLMUL
     __builtin_cpu_init();
     crc32_fast = __builtin_cpu_supports("pclmul") != 0;
+#endif
+#ifdef HAVE_VPCLMUL
+    crc32_wide = crc32_fast && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
 #endif
 }

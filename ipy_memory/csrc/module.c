@@ -115,6 +115,7 @@ PyMODINIT_FUNC PyInit__speedups(void)
     crc32_init();
     PyObject *m = PyModule_Create(&module);
     if (m && (PyModule_AddIntConstant(m, "FAST_CRC32", crc32_fast) < 0
+              || PyModule_AddIntConstant(m, "WIDE_CRC32", crc32_wide) < 0
               || PyModule_AddIntConstant(m, "FAST_HALF_DOTS", half_dots_fast()) < 0
               || PyModule_AddIntConstant(m, "FUSED_CRC_DOTS", half_dots_crc_fused()) < 0)) {
         Py_DECREF(m);

@@ -142,16 +142,9 @@ __attribute__((target("avx2,f16c,fma"))) static void half_dots_f16c(const uint16
 }
 #endif
 
-#if defined(HAVE_F16C_PATH) && defined(HAVE_CLMUL) && (defined(__clang__) || __GNUC__ >= 10)
+#if defined(HAVE_F16C_PATH) && defined(HAVE_VPCLMUL)
 #define HAVE_FUSED 1
 #define FUSED_TARGET __attribute__((target("avx512f,vpclmulqdq,pclmul,avx2,f16c,fma")))
-
-/* clmul_fold on four 128-bit lanes at once (k: the fold distance's constants in each lane) */
-FUSED_TARGET static inline __m512i fold512(__m512i x, __m512i k, __m512i data)
-{
-    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), data,
-                                     0x96); /* a ^ b ^ c */
-}
 
 /* One query's dots and the CRC of the rows' bytes in one pass: every 256 bytes loaded go to
  * half_dots_f16c's two sums (the same additions in the same order: the same results) and, as four
@@ -164,8 +157,7 @@ FUSED_TARGET static inline __m512i fold512(__m512i x, __m512i k, __m512i data)
 FUSED_TARGET static uint32_t half_dots_crc_avx512(const uint16_t *mat, Py_ssize_t n, Py_ssize_t dim, const float *q,
                                                   const uint8_t *alive, float *out, uint32_t crc)
 {
-    const __m512i k256 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x1322d1430LL, 0x11542778aLL)); /* by 256 bytes */
-    const __m512i k64 = _mm512_broadcast_i32x4(CLMUL_K2K1);                                     /* by 64 */
+    const __m512i k256 = VPCLMUL_K256;
     __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(mat), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
     __m512i x1 = _mm512_loadu_si512(mat + 32), x2 = _mm512_loadu_si512(mat + 64), x3 = _mm512_loadu_si512(mat + 96);
     for (Py_ssize_t j = 0; j < n; j++) {
@@ -190,9 +182,7 @@ FUSED_TARGET static uint32_t half_dots_crc_avx512(const uint16_t *mat, Py_ssize_
             s += lanes[l];
         out[j] = (alive && !alive[j]) ? -INFINITY : s;
     }
-    __m512i x = fold512(fold512(fold512(x0, k64, x1), k64, x2), k64, x3);
-    return clmul_finish(_mm512_extracti32x4_epi32(x, 0), _mm512_extracti32x4_epi32(x, 1),
-                        _mm512_extracti32x4_epi32(x, 2), _mm512_extracti32x4_epi32(x, 3), NULL, 0);
+    return fold512_finish(x0, x1, x2, x3, NULL, 0);
 }
 
 #endif
@@ -201,7 +191,7 @@ int half_dots_crc_fused(void)
 {
 #ifdef HAVE_FUSED
     __builtin_cpu_init();
-    return half_dots_fast() && crc32_fast && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
+    return half_dots_fast() && crc32_wide;
 #else
     return 0;
 #endif

@@ -95,7 +95,7 @@ static inline float half_to_float(uint16_t h)
 
 int half_dots_fast(void); /* the F16C path runs here (else the portable one: ~10x slower) */
 int half_dots_crc_fused(void); /* half_dots_crc checksums in the scan's own pass here (AVX-512, VPCLMULQDQ) */
-extern int crc32_fast;
+extern int crc32_fast, crc32_wide;
 uint32_t crc32_zlib(uint32_t value, const uint8_t *p, size_t n); /* zlib.crc32(p[:n], value) */
 
 #endif
