@@ -126,11 +126,6 @@ class ColumnScan:
             done += take
             self.n += take
 
-    def check(self, dims: np.ndarray) -> None:
-        """Check the snapshot's columns `dims` of every sealed block, those not checked yet."""
-        if self.checks is not None:
-            self.checks.ensure((np.arange(self.sealed)[:, None] * self.dim + dims).reshape(-1))
-
     def slack(self, q: np.ndarray, dims: np.ndarray) -> float:
         """How far, in units of a row's scale, its int8 sum may be from the exact float32 dot product
         with the stored row: rounding to int8 moves each value by at most half a scale step, and
@@ -140,21 +135,32 @@ class ColumnScan:
 
     def upper(self, q: np.ndarray, dims: np.ndarray, alive: np.ndarray | None = None) -> np.ndarray:
         """An upper bound of q . row for each of rows [0, n) (float32), at most 2 * scale * slack
-        above it, using only the dimensions `dims`; -inf for the rows where `alive` is False. (The
-        caller has checked the snapshot's columns `dims` first: `check`.)"""
-        global _current
+        above it, using only the dimensions `dims`; -inf for the rows where `alive` is False. The
+        snapshot's columns among `dims` not checked yet are checked as the scan reads them: a
+        sealed block that has any is one part, which computes their CRCs in the same pass
+        (_kernels.column_scores) and confirms them before its bounds are used (DamagedSnapshot,
+        reported to the checks, if one fails)."""
         dims = np.asarray(dims, np.int64)
         weights = (dims, q[dims].astype(np.float32), self.slack(q, dims))
         out = np.empty(self.n, np.float32)
         parts, at = [], 0
-        for cols, scale in zip(self.blocks, self.scales):
-            for lo in range(0, len(scale), _PART):
-                hi = min(len(scale), lo + _PART)
+        for b, (cols, scale) in enumerate(zip(self.blocks, self.scales)):
+            check = self._unchecked(b, dims)
+            step = _PART if check is None else max(len(scale), 1)    # a column's CRC runs in order
+            for lo in range(0, len(scale), step):
+                hi = min(len(scale), lo + step)
                 parts.append((cols[:, lo:hi], scale[lo:hi], None if alive is None else alive[at + lo:at + hi],
-                              out[at + lo:at + hi]))
+                              out[at + lo:at + hi], check))
             at += len(scale)
-        run_parts(parts, lambda part: _score_part(part, weights), helper=self.n >= _SPLIT_ROWS)
+        run_parts(parts, lambda part: _score_part(part, weights, self.checks), helper=self.n >= _SPLIT_ROWS)
         return out
+
+    def _unchecked(self, b: int, dims: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(the pieces, and which of `dims` they are) of block b's columns `dims` not checked yet."""
+        if self.checks is None or b >= self.sealed:
+            return None
+        want = ~self.checks.done[b * self.dim + dims]
+        return (b * self.dim + dims[want], want) if want.any() else None
 
 
 def run_parts(parts: list, fn, helper: bool = False) -> None:
@@ -201,14 +207,21 @@ def help_scan() -> None:
         parts.run()
 
 
-def _score_part(part: tuple, weights: tuple) -> None:
-    """For an (int8 columns, row scales, live rows, output) part and (dims, float32 w, slack):
-    output = scales * (sum of w[i] * column[dims[i]] + slack), -inf for dead rows; the sum runs over
-    the dimensions in order, in float32, as `slack` assumes. Compiled, one pass over the part with
-    the GIL released."""
-    cols, scale, alive, out = part
+def _score_part(part: tuple, weights: tuple, checks: PieceChecks | None) -> None:
+    """For an (int8 columns, row scales, live rows, output, unchecked) part and (dims, float32 w,
+    slack): output = scales * (sum of w[i] * column[dims[i]] + slack), -inf for dead rows; the sum
+    runs over the dimensions in order, in float32, as `slack` assumes. Compiled, one pass over the
+    part with the GIL released, which also computes the CRCs of its `unchecked` (pieces, wanted
+    dims) for `checks` to confirm."""
+    cols, scale, alive, out, unchecked = part
     dims, w, slack = weights
-    _kernels.column_scores(cols, dims, w, scale, alive, slack, out)
+    if unchecked is None:
+        _kernels.column_scores(cols, dims, w, scale, alive, slack, out)
+        return
+    pieces, want = unchecked
+    crcs = np.zeros(len(dims), np.uint32)
+    _kernels.column_scores(cols, dims, w, scale, alive, slack, out, crcs, want)
+    checks.confirm(pieces, crcs[want])
 
 
 class Build:
@@ -258,13 +271,12 @@ def rows_dot(rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     return rows[:, dims].astype(np.float32, copy=False) @ q[dims]
 
 
-def top_rows(scan: ColumnScan, mat: np.ndarray, alive: np.ndarray, q: np.ndarray, want: int,
-             live: int, check_rows=lambda rows: None) -> tuple[np.ndarray, np.ndarray] | None:
+def top_rows(bounds: np.ndarray, mat: np.ndarray, q: np.ndarray, want: int, live: int,
+             check_rows=lambda rows: None) -> tuple[np.ndarray, np.ndarray] | None:
     """(rows, their exact q . row) of the live rows holding the exact top `want` (all rows tied with
-    the last one included), or None when the bounds cannot prove it within a few thousand candidates.
-    `check_rows(rows)` is called before the rows of `mat` are read."""
-    dims = np.flatnonzero(q)
-    bounds = scan.upper(q, dims, alive[:scan.n])
+    the last one included), or None when the bounds (ColumnScan.upper of q's dimensions, -inf for
+    dead rows) cannot prove it within a few thousand candidates. `check_rows(rows)` is called
+    before the rows of `mat` are read."""
     want = min(want, live)
     if want <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -320,11 +332,11 @@ class ColumnsMixin:
             self._columns_wanted = self._columns_job is None
             return None
         try:
-            scan.check(np.flatnonzero(q))
+            bounds = scan.upper(q, np.flatnonzero(q), self.alive.view[:scan.n])
         except DamagedSnapshot:        # reported: the snapshot is dropped at the next settle
             self.drop_columns()        # and meanwhile every row scanned
             return None
-        return top_rows(scan, self.mat.view, self.alive.view, q, k, self.live, self._check_rows)
+        return top_rows(bounds, self.mat.view, q, k, self.live, self._check_rows)
 
     def start_wanted_columns(self) -> None:
         """Start building the columns a sparse query found missing: after it has answered (a recall

@@ -30,15 +30,21 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)     # the hashing embedder's bigram mixi
 
 
 def column_scores_numpy(cols: np.ndarray, dims: np.ndarray, weights: np.ndarray, scale: np.ndarray,
-                        alive: np.ndarray | None, slack: float, out: np.ndarray) -> None:
+                        alive: np.ndarray | None, slack: float, out: np.ndarray, crcs: np.ndarray | None = None,
+                        want: np.ndarray | None = None) -> None:
     """out[j] = scale[j] * (sum_i weights[i] * cols[dims[i], j] + slack) (float32, summed in the
-    order of dims), -inf where `alive` is False; n = len(out) rows of the (dim, >= n) int8 `cols`."""
+    order of dims), -inf where `alive` is False; n = len(out) rows of the (dim, >= n) int8 `cols`.
+    With `crcs`, also crcs[i] = zlib.crc32(cols[dims[i], :n], crcs[i]) where `want` (or for all i)."""
     n = len(out)
     np.einsum("i,ij->j", weights, cols[dims, :n], out=out, casting="unsafe")
     out += np.float32(slack)
     out *= scale
     if alive is not None:
         out[~alive] = -np.inf
+    if crcs is not None:
+        for i, d in enumerate(np.asarray(dims).tolist()):
+            if want is None or want[i]:
+                crcs[i] = zlib.crc32(np.ascontiguousarray(cols[d, :n]), int(crcs[i]))
 
 
 def half_dots_numpy(mat: np.ndarray, queries: np.ndarray, alive: np.ndarray | None, out: np.ndarray,

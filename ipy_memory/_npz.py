@@ -93,9 +93,10 @@ class RowChecks:
 
 class PieceChecks:
     """A member stored with one CRC per piece (`crcs`), each piece checked at its first use:
-    `ensure(pieces)` before reading them. `compute(pieces)` gives the CRCs of pieces (an ascending
-    int64 array) as they read now; a failed piece is reported to `checks` (as damage to the file
-    `path`) and raised."""
+    `ensure(pieces)` before reading them, or `confirm(pieces, crcs)` with the CRCs that a reader
+    computed as it read them (before anything it computed from them is used). `compute(pieces)`
+    gives the CRCs of pieces (an ascending int64 array) as they read now; a failed piece is
+    reported to `checks` (as damage to the file `path`) and raised."""
 
     def __init__(self, crcs: np.ndarray, compute, path: Path, member: str, checks: "LaterChecks"):
         self.crcs, self.compute, self.path, self.member, self.checks = crcs, compute, path, member, checks
@@ -104,14 +105,17 @@ class PieceChecks:
     def ensure(self, pieces: np.ndarray) -> None:
         pieces = np.asarray(pieces, np.int64)
         todo = unique(pieces[~self.done[pieces]])
-        if not len(todo):
-            return
-        bad = todo[self.compute(todo) != self.crcs[todo]]
+        if len(todo):
+            self.confirm(todo, self.compute(todo))
+
+    def confirm(self, pieces: np.ndarray, crcs: np.ndarray) -> None:
+        """`crcs`: the CRCs of `pieces` as a reader computed them while it read them."""
+        bad = pieces[crcs != self.crcs[pieces]]
         if len(bad):
             exc = self._damage(int(bad[0]))
             self.checks.report(self.path, exc)
             raise exc
-        self.done[todo] = True          # (two threads may check a piece twice: harmless)
+        self.done[pieces] = True        # (two threads may check a piece twice: harmless)
 
     def damaged_piece(self) -> int | None:
         """Check every piece not checked yet: the first that fails (not reported), or None."""

@@ -117,7 +117,7 @@ def test_top_rows_are_the_exact_top_rows_with_ties():
     scan = build(mat, 64)
     for i in range(60):
         q = mat[17].astype(np.float32) if i == 0 else sparse_unit(rng, 1, nonzero=10, empty=False)[0]
-        found = _colscan.top_rows(scan, mat, alive, q, 10, int(alive.sum()))
+        found = _colscan.top_rows(scan.upper(q, np.flatnonzero(q), alive), mat, q, 10, int(alive.sum()))
         assert found is not None
         rows, exact = found
         assert alive[rows].all() and np.allclose(exact, mat[rows].astype(np.float32) @ q)
@@ -127,7 +127,8 @@ def test_top_rows_are_the_exact_top_rows_with_ties():
         tenth = sims[top].min()
         assert (sims >= tenth - 1e-6).sum() == len(rows)         # and every row tied with it is there
     twins = [17] + [r for r in range(4000, 4040) if alive[r]]          # 35 live copies, asked for 5
-    rows, _ = _colscan.top_rows(scan, mat, alive, mat[17].astype(np.float32), 5, int(alive.sum()))
+    q = mat[17].astype(np.float32)
+    rows, _ = _colscan.top_rows(scan.upper(q, np.flatnonzero(q), alive), mat, q, 5, int(alive.sum()))
     assert sorted(rows.tolist()) == twins
 
 
@@ -137,7 +138,7 @@ def test_top_rows_gives_up_when_the_bound_cannot_decide():
     scan = build(mat, 8)
     q = np.zeros(8, np.float32)
     q[0] = 1
-    assert _colscan.top_rows(scan, mat, np.ones(40_000, bool), q, 5, 40_000) is None
+    assert _colscan.top_rows(scan.upper(q, np.flatnonzero(q)), mat, q, 5, 40_000) is None
 
 
 def built(shard):
@@ -299,13 +300,13 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     result = []
     worker = threading.Thread(target=lambda: result.append(scan.upper(q, np.flatnonzero(q))))
 
-    def slow(part, weights):                             # the worker waits until the helper took one
+    def slow(part, weights, checks):                     # the worker waits until the helper took one
         taken.append(threading.get_ident())
         if threading.get_ident() == worker.ident:
             helped.wait(5)
         else:
             helped.set()
-        real_part(part, weights)
+        real_part(part, weights, checks)
     monkeypatch.setattr(_colscan, "_score_part", slow)
     worker.start()
     while worker.is_alive():
@@ -314,7 +315,7 @@ def test_a_waiting_thread_helps_with_the_scan_and_errors_reach_the_caller(small_
     assert np.array_equal(result[0], alone) and len(taken) == 30
     assert len(set(taken)) == 2 and _colscan._current is None        # both threads scored parts
 
-    def broken(part, weights):
+    def broken(part, weights, checks):
         raise MemoryError("no room")
     monkeypatch.setattr(_colscan, "_score_part", broken)
     with pytest.raises(MemoryError):
@@ -382,3 +383,45 @@ def test_a_recall_starts_the_column_build_only_once_it_has_ranked(tmp_path, monk
     assert during == [("search", None), ("ranked", None)]       # nothing built while it searched and ranked
     assert vec._columns_job is not None                          # ... and the build runs now
     eng.close()
+
+
+def test_a_loaded_scan_checks_the_columns_it_reads_in_the_same_pass(monkeypatch, tmp_path):
+    """Columns mapped from a snapshot (ColumnScan.loaded): a scan computes the CRCs of those it reads
+    that are not checked yet as it reads them (a block with any is one part, also on two threads),
+    confirms them before its bounds are used, and never checks a column it did not read."""
+    from ipy_memory import _npz
+    from ipy_memory._colsnap import column_crcs
+    rng = np.random.default_rng(11)
+    mat = sparse_unit(rng, 3000).astype(np.float16)
+    monkeypatch.setattr(_colscan, "BLOCK", 1024)
+    blocks, scales = build(mat, 64).live_blocks()
+    blocks = [make().copy() for make in blocks]           # three sealed blocks: 1024, 1024, 952 rows
+    crcs = column_crcs(blocks, np.arange(len(blocks) * 64))
+
+    def loaded():
+        computed = []
+        pieces = _npz.PieceChecks(crcs, lambda p: computed.append(p) or column_crcs(blocks, p), tmp_path / "s.npz",
+                                  "cols", _npz.LaterChecks())
+        return _colscan.ColumnScan.loaded(blocks, scales, pieces), pieces, computed
+
+    plain = build(mat, 64)
+    for split in (False, True):
+        monkeypatch.setattr(_colscan, "_SPLIT_ROWS", 1 if split else 10**9)
+        scan, pieces, computed = loaded()
+        q = np.zeros(64, np.float32)
+        q[[3, 9, 40]] = [0.5, -0.7, 0.5]
+        assert np.array_equal(scan.upper(q, np.flatnonzero(q)), plain.upper(q, np.flatnonzero(q)))
+        assert sorted(np.flatnonzero(pieces.done).tolist()) == [b * 64 + d for b in range(3) for d in (3, 9, 40)]
+        q[[9, 50]] = [0.2, 0.3]                              # one column checked, one new
+        assert np.array_equal(scan.upper(q, np.flatnonzero(q)), plain.upper(q, np.flatnonzero(q)))
+        assert pieces.done.sum() == 12 and all(pieces.done[b * 64 + 50] for b in range(3))
+        assert not computed                                  # no second pass over what the scan read
+    scan, pieces, _ = loaded()
+    blocks[1][20, 500] ^= 0x10                                # a damaged byte in column 20 of block 1
+    q = np.zeros(64, np.float32)
+    q[[3, 21]] = 1.0
+    scan.upper(q, np.flatnonzero(q))                         # a query that does not read it answers
+    q[20] = 1.0
+    with pytest.raises(_npz.DamagedSnapshot, match="piece 84 of cols"):
+        scan.upper(q, np.flatnonzero(q))
+    assert pieces.checks.damaged and not pieces.done[84] and pieces.done[20] and pieces.done[2 * 64 + 20]

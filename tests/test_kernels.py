@@ -61,6 +61,28 @@ def test_column_scores_match_the_numpy_twin(seed, dim, n, nd, offset, with_alive
 
 
 @compiled
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), dim=st.integers(1, 40), n=st.integers(0, 20_000), nd=st.integers(0, 40),
+       offset=st.integers(0, 7), masked=st.booleans(), start=st.integers(0, 2**32 - 1))
+def test_column_scores_checksum_the_columns_they_read(seed, dim, n, nd, offset, masked, start):
+    """With crcs, each wanted dimension's n column bytes get their CRC-32 (continued from the value
+    given) in the same pass, chunk after chunk (CHUNK = 8,192 rows), and the scores do not change."""
+    import zlib
+    nd = min(nd, dim)
+    cols, dims, weights, scale, alive = _case(seed, dim, n, nd, offset, True)
+    want = np.random.default_rng(seed).random(nd) < 0.6 if masked else None
+    plain, got, twin = (np.full(n, np.nan, np.float32) for _ in range(3))
+    crcs, twin_crcs = np.full(nd, start, np.uint32), np.full(nd, start, np.uint32)
+    _kernels._speedups.column_scores(cols, dims, weights, scale, alive, 0.5, plain)
+    _kernels._speedups.column_scores(cols, dims, weights, scale, alive, 0.5, got, crcs, want)
+    _kernels.column_scores_numpy(cols, dims, weights, scale, alive, 0.5, twin, twin_crcs, want)
+    assert np.array_equal(got, plain, equal_nan=True)
+    expected = [zlib.crc32(cols[d, :n].tobytes(), start) if want is None or want[i] else start
+                for i, d in enumerate(dims.tolist())]
+    assert crcs.tolist() == expected == twin_crcs.tolist()
+
+
+@compiled
 def test_column_scores_refuse_what_they_cannot_read_safely():
     f = _kernels._speedups.column_scores
     cols = np.zeros((4, 10), np.int8)
@@ -80,6 +102,11 @@ def test_column_scores_refuse_what_they_cannot_read_safely():
         ((cols, dims, w, scale, None, 0.0, np.empty(20, np.float32)[::2]), ValueError),   # out not contiguous
         ((cols, dims, w, scale, None, "x", out), TypeError),
         ((cols[0], dims, w, scale, None, 0.0, out), TypeError),                  # 1-d columns
+        ((cols, dims, w, scale, None, 0.0, out, np.zeros(3, np.uint32)), ValueError),   # a CRC per dimension
+        ((cols, dims, w, scale, None, 0.0, out, np.zeros(2, np.uint64)), ValueError),   # uint32 CRCs
+        ((cols, dims, w, scale, None, 0.0, out, np.zeros(2, np.int64)), TypeError),
+        ((cols, dims, w, scale, None, 0.0, out, np.zeros(2, np.uint32), np.ones(3, bool)), ValueError),
+        ((cols, dims, w, scale, None, 0.0, out, None, np.ones(2, bool)), ValueError),   # want needs crcs
     ]
     for args, error in bad:
         with pytest.raises(error):

@@ -8,10 +8,21 @@
 
 /* out[j] = alive[j] ? scale[j] * (sum_i w[i] * cols[dims[i]][j] + slack) : -inf, the sum in float32
  * in the order of dims (what _colscan.ColumnScan.slack assumes). Four dimensions per pass keep a
- * row's running sum in a register; the order of the additions stays the same. */
+ * row's running sum in a register; the order of the additions stays the same. With `crcs`, also
+ * crcs[i] = the CRC-32 of column dims[i]'s n bytes continued from crcs[i] (where want[i], if want):
+ * each chunk is checksummed as it is first read, then summed from the cache (a snapshot's columns,
+ * checked by the query that first reads them: _colscan). */
+static inline void chunk_crcs(uint32_t *crcs, const uint8_t *want, Py_ssize_t i, Py_ssize_t count,
+                              const int8_t *const *c, Py_ssize_t m)
+{
+    for (Py_ssize_t t = 0; t < count; t++)
+        if (!want || want[i + t])
+            crcs[i + t] = crc32_zlib(crcs[i + t], (const uint8_t *)c[t], (size_t)m);
+}
+
 MULTIVERSION static void column_scores_i8(const int8_t *base, Py_ssize_t stride, Py_ssize_t n, const int64_t *dims,
                                           const float *w, Py_ssize_t nd, const float *scale, const uint8_t *alive,
-                                          float slack, float *out)
+                                          float slack, float *out, uint32_t *crcs, const uint8_t *want)
 {
     for (Py_ssize_t lo = 0; lo < n; lo += CHUNK) {
         Py_ssize_t m = n - lo < CHUNK ? n - lo : CHUNK;
@@ -21,6 +32,10 @@ MULTIVERSION static void column_scores_i8(const int8_t *base, Py_ssize_t stride,
         for (; i + 4 <= nd; i += 4) {
             const int8_t *c0 = base + dims[i] * stride + lo, *c1 = base + dims[i + 1] * stride + lo;
             const int8_t *c2 = base + dims[i + 2] * stride + lo, *c3 = base + dims[i + 3] * stride + lo;
+            if (crcs) {
+                const int8_t *const c[4] = {c0, c1, c2, c3};
+                chunk_crcs(crcs, want, i, 4, c, m);
+            }
             const float w0 = w[i], w1 = w[i + 1], w2 = w[i + 2], w3 = w[i + 3];
             for (Py_ssize_t j = 0; j < m; j++) {
                 float a = o[j];
@@ -33,6 +48,8 @@ MULTIVERSION static void column_scores_i8(const int8_t *base, Py_ssize_t stride,
         }
         for (; i < nd; i++) {
             const int8_t *c = base + dims[i] * stride + lo;
+            if (crcs)
+                chunk_crcs(crcs, want, i, 1, &c, m);
             const float wi = w[i];
             for (Py_ssize_t j = 0; j < m; j++)
                 o[j] += wi * (float)c[j];
@@ -50,29 +67,35 @@ MULTIVERSION static void column_scores_i8(const int8_t *base, Py_ssize_t stride,
 }
 
 const char column_scores_doc[] = PyDoc_STR(
-"column_scores(cols, dims, weights, scale, alive, slack, out)\n--\n\n"
+"column_scores(cols, dims, weights, scale, alive, slack, out, crcs=None, want=None)\n--\n\n"
 "out[j] = scale[j] * (sum(weights[i] * cols[dims[i], j]) + slack) for the live rows j (alive[j]),\n"
 "-inf for the others. cols: (dim, >= n) int8, rows contiguous; dims: int64; weights, scale, out:\n"
-"float32; alive: bool or None; n = len(out).");
+"float32; alive: bool or None; n = len(out). With crcs (uint32, one per dim), also crcs[i] =\n"
+"zlib.crc32(cols[dims[i], :n], crcs[i]) for each i where want (bool, one per dim, or None: all),\n"
+"computed in the same pass.");
 
 PyObject *column_scores(PyObject *self, PyObject *args)
 {
-    enum { COLS, DIMS, W, SCALE, ALIVE, OUT, N };
-    static const Spec specs[N] = {{"cols", 2, "b", 0}, {"dims", 1, "lq", 0}, {"weights", 1, "f", 0},
-                                  {"scale", 1, "f", 0}, {"alive", 1, "?B", NONE_OK}, {"out", 1, "f", WRITABLE}};
+    enum { COLS, DIMS, W, SCALE, ALIVE, OUT, CRCS, WANT, N };
+    static const Spec specs[N] = {{"cols", 2, "b", 0},          {"dims", 1, "lq", 0},
+                                  {"weights", 1, "f", 0},       {"scale", 1, "f", 0},
+                                  {"alive", 1, "?B", NONE_OK},  {"out", 1, "f", WRITABLE},
+                                  {"crcs", 1, "IL", NONE_OK | WRITABLE}, {"want", 1, "?B", NONE_OK}};
     PyObject *o[N];
     Arg a[N];
     float slack;
-    if (!PyArg_ParseTuple(args, "OOOOOfO:column_scores", &o[COLS], &o[DIMS], &o[W], &o[SCALE], &o[ALIVE], &slack,
-                          &o[OUT]))
+    o[CRCS] = o[WANT] = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOfO|OO:column_scores", &o[COLS], &o[DIMS], &o[W], &o[SCALE], &o[ALIVE], &slack,
+                          &o[OUT], &o[CRCS], &o[WANT]))
         return NULL;
     if (take_all(a, o, specs, N) < 0)
         return release(a, N, 0);
     const Py_ssize_t n = LEN(a[OUT]), nd = LEN(a[DIMS]), dim = a[COLS].view.shape[0];
     if (a[DIMS].view.itemsize != 8 || LEN(a[W]) != nd || LEN(a[SCALE]) != n || (a[ALIVE].held && LEN(a[ALIVE]) != n)
-        || a[COLS].view.shape[1] < n) {
+        || a[COLS].view.shape[1] < n || (a[CRCS].held && (LEN(a[CRCS]) != nd || a[CRCS].view.itemsize != 4))
+        || (a[WANT].held && (!a[CRCS].held || LEN(a[WANT]) != nd))) {
         PyErr_SetString(PyExc_ValueError, "column_scores: mismatched lengths (weights = dims, scale = alive = out <= "
-                                          "columns' rows)");
+                                          "columns' rows; crcs uint32 and want as long as dims, want only with crcs)");
         return release(a, N, 0);
     }
     const int64_t *d = DATA(a[DIMS], const int64_t);
@@ -83,7 +106,8 @@ PyObject *column_scores(PyObject *self, PyObject *args)
         }
     Py_BEGIN_ALLOW_THREADS
     column_scores_i8(DATA(a[COLS], const int8_t), a[COLS].view.strides[0], n, d, DATA(a[W], const float), nd,
-                     DATA(a[SCALE], const float), DATA(a[ALIVE], const uint8_t), slack, DATA(a[OUT], float));
+                     DATA(a[SCALE], const float), DATA(a[ALIVE], const uint8_t), slack, DATA(a[OUT], float),
+                     DATA(a[CRCS], uint32_t), DATA(a[WANT], const uint8_t));
     Py_END_ALLOW_THREADS
     return release(a, N, 1);
 }
