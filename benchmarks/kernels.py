@@ -14,9 +14,10 @@
 * CRC-32: the compiled `crc32` (512-bit folds where the CPU has AVX-512 with VPCLMULQDQ) against its
   128-bit folds (`wide=False`, as before) and zlib's, over 32 MB in memory and over a fresh mapping
   of a 32 MB file in the page cache (as a new process checks a snapshot: page faults included);
-* piece checks: `crc32_rows` (the CRCs of a first sparse query's 64 columns of each block of a
-  snapshot's int8 columns, one call a block) against a `crc32` call a piece, and against the CRC of
-  the whole members that query no longer waits for (every column, the float16 rows);
+* piece checks: `column_scores` with the CRCs of the 64 columns it reads (a first sparse query's scan
+  of a snapshot's int8 columns, blocks of 65,536 rows) against `crc32_rows` (one call a block) then
+  the scan, and `crc32_rows` against a `crc32` call a piece and against the CRC of the whole members
+  that query no longer waits for (every column, the float16 rows);
 * candidate selection: `_topk.largest_nonzero` (a sampled floor, then the compiled `nonzero` over
   it) against listing every non-zero index first (as recall did before, compiled and numpy), for
   the top 200 of `--scores` float32 scores of which 13.5% are non-zero (a 1M store's sections);
@@ -175,8 +176,26 @@ def piece_check_rows(rows: int, repeat: int) -> list[tuple[str, float, float]]:
         for block in blocks:
             for d in dims.tolist():
                 k.crc32(block[d])
+    weights, scale = rng.standard_normal(len(dims)).astype(np.float32), rng.uniform(0, 0.01, rows).astype(np.float32)
+    scores, crcs = np.empty(rows, np.float32), np.zeros(len(dims), np.uint32)
+
+    def scan(with_crcs: bool):
+        at = 0
+        for block in blocks:
+            n = block.shape[1]
+            if with_crcs:
+                crcs[:] = 0
+                k.column_scores(block, dims, weights, scale[at:at + n], None, 0.0, scores[at:at + n], crcs)
+            else:
+                k.column_scores(block, dims, weights, scale[at:at + n], None, 0.0, scores[at:at + n])
+            at += n
     compiled = best(by_rows, repeat)
-    return [("crc32_rows, one call a block", compiled, compiled),
+    scan_only = best(lambda: scan(False), repeat)
+    return [("column_scores with its CRCs, one pass (a first query's scan)", best(lambda: scan(True), repeat),
+             compiled),
+            ("crc32_rows, then column_scores (as before)", compiled + scan_only, compiled),
+            ("column_scores alone (a later query's scan)", scan_only, compiled),
+            ("crc32_rows, one call a block", compiled, compiled),
             ("crc32, one call a piece", best(by_piece, repeat), compiled),
             ("crc32 of every column (the whole member)", best(lambda: [k.crc32(b) for b in blocks], repeat), compiled),
             ("crc32 of the float16 rows (the whole member)", best(lambda: k.crc32(mat), repeat), compiled)]
