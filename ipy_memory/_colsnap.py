@@ -63,9 +63,9 @@ class VectorSnapshot:
                 or low.shape != (len(low_keys), self.dim) or len(self)):
             raise ValueError("not a vector snapshot of this shard's shape")
         for keys, mat, part in ((hot_keys, hot, self), (low_keys, low, self.low)):
-            part.keys.extend(keys)
-            part.mat.adopt(mat)                 # 1M sections: 1.2 GB not copied a second time
-            part.alive.extend(np.ones(len(keys), bool))
+            part.keys.adopt(keys)               # mapped, not copied (1M sections: 12 MB of keys,
+            part.mat.adopt(mat)                 # 1.2 GB of vectors)
+            part.alive.adopt(np.ones(len(keys), bool))
             part._row_of, part.live = None, len(keys)
             if not (keys[1:] > keys[:-1]).all() and len(part.row_of) != len(keys):   # not ascending: count
                 raise ValueError("duplicate keys in a vector snapshot")
