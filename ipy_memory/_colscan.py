@@ -21,9 +21,9 @@ per row, not one for all rows, are what make int8 enough: on 300 queries of 100k
 answer was proven from the first 200 candidates (with one bound for all rows, 143 needed 800).
 
 A scan is cut into parts that any free thread takes: the thread that scores the query, a worker
-for scans above `_SPLIT_ROWS` rows or that check a snapshot's columns, and the recall's own thread once its lexical scoring is done
-(`help_scan`). The compiled kernel releases the GIL for a whole part, so two threads really
-scan at once; numpy's twin releases it inside each loop only.
+for scans above `_SPLIT_ROWS` rows or that check a snapshot's columns, and the recall's own thread
+once its lexical scoring is done (`help_scan`). The compiled kernel releases the GIL for a whole
+part, so two threads really scan at once; numpy's twin releases it inside each loop only.
 
 Rows are kept in blocks of `BLOCK` rows (the last one grows geometrically): appends never copy the
 whole matrix. The columns cost half the memory of the float16 rows (0.6 GB for 1M memories) and
