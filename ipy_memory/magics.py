@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Enum, Float, Int, Unicode, observe
 
 from . import tools
+from ._formatters import ShellDisplay
 from ._magicline import HINTS, given, named_memory, provenance, scope_arg, shown_as_output, split_options
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
@@ -83,7 +84,7 @@ class MemoryMagics(Magics):
         self._installed = False
         self._saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
         self._ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
-        self._display = None       # widgets.ShellDisplay: the formatters honouring `display`
+        self._display = None       # _formatters.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
 
@@ -134,7 +135,6 @@ class MemoryMagics(Magics):
             self._put(kind, name, fn)
         if self.shadow_builtins:
             self._shadow()
-        from .widgets import ShellDisplay
         self._display = ShellDisplay(self)
         self._display.install(RememberResult, self._pretty_remember)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)

@@ -102,3 +102,24 @@ from ipy_memory._log import log
 log.debug("first use")
 assert "logging" in sys.modules
 """)
+
+
+def test_loading_the_extension_leaves_ipywidgets_for_a_live_view(tmp_path):
+    """%load_ext ipy_memory installs the display formatters without importing ipywidgets (~30 ms of
+    every kernel's start): only a live view, with MemoryMagics.display = 'widget' in a kernel, does."""
+    run("""
+import sys
+from IPython.testing.globalipapp import start_ipython
+ip = start_ipython()
+assert "ipywidgets" not in sys.modules
+ip.run_line_magic("config", f"MemoryMagics.data_dir = {sys.argv[1]!r}")
+ip.run_line_magic("load_ext", "ipy_memory")
+ip.run_line_magic("remember", "widgets show live views")
+for mode in ("auto", "html", "text", "widget"):      # 'widget' outside a kernel: static
+    ip.run_line_magic("config", f"MemoryMagics.display = {mode!r}")
+    ip.display_formatter.format(ip.run_line_magic("recall", "widgets"))
+assert "ipywidgets" not in sys.modules, "loaded by %load_ext or a static display"
+ip.kernel = object()                                  # what ipykernel's shell has
+data = ip.display_formatter.format(ip.run_line_magic("recall", "widgets"))[0]
+assert "application/vnd.jupyter.widget-view+json" in data and "ipywidgets" in sys.modules
+""", str(tmp_path / "store"))
