@@ -30,8 +30,7 @@ whole matrix. The columns cost half the memory of the float16 rows (0.6 GB for 1
 are built on a thread of their own after the first sparse query of a process, while queries scan
 every row as before (0.35-0.6 s for 100k memories here), unless the space's snapshot holds them
 (then they are mapped from it, each column checked by the scan that first reads it, in the same
-pass);
-`ColumnsMixin` is VectorShard's side of this.
+pass); `ColumnsMixin` is VectorShard's side of this.
 """
 
 from __future__ import annotations
@@ -85,20 +84,32 @@ class ColumnScan:
 
     def live_blocks(self, alive: np.ndarray | None = None) -> tuple[list, np.ndarray]:
         """(a function giving each (dim, rows) int8 column block, and the (n,) float32 scales) of the
-        rows, or of those where `alive` (blocks of other widths then: any width loads). Functions: a
-        block with dead rows is gathered only when it is written (1M memories: not 0.6 GB at once)."""
-        blocks, scales, at = [], [], 0
+        rows, or of those where `alive` (blocks of other widths then: any width loads). Neighbouring
+        blocks narrower than BLOCK are joined up to BLOCK rows: each process's new rows start a block
+        of their own, which a store written a little at a time would otherwise save ever more of.
+        Functions: a block with dead rows is gathered only when it is written (1M memories: not
+        0.6 GB at once)."""
+        groups, widths, scales, at = [], [], [], 0
         for block, scale in zip(self.blocks, self.scales):
             view = block[:, :len(scale)]
             if alive is None:
-                blocks.append(lambda view=view: view)
+                part, width = (lambda view=view: view), len(scale)
                 scales.append(scale)
             else:               # (a mask on the last axis can give a Fortran-ordered copy)
                 keep = alive[at:at + len(scale)]
-                if keep.any():
-                    blocks.append(lambda view=view, keep=keep: np.ascontiguousarray(view[:, keep]))
+                part, width = (lambda view=view, keep=keep: np.ascontiguousarray(view[:, keep])), int(keep.sum())
                 scales.append(scale[keep])
             at += len(scale)
+            if not width:
+                continue
+            if groups and widths[-1] + width <= BLOCK:
+                groups[-1].append(part)
+                widths[-1] += width
+            else:
+                groups.append([part])
+                widths.append(width)
+        blocks = [(lambda parts=parts: parts[0]() if len(parts) == 1 else np.hstack([make() for make in parts]))
+                  for parts in groups]
         return blocks, np.concatenate(scales) if scales else np.zeros(0, np.float32)
 
     def append(self, rows: np.ndarray) -> None:

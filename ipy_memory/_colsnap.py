@@ -85,27 +85,30 @@ class VectorSnapshot:
         if scan is not None and scan.checks is not None and scan.checks.damaged_piece() is not None:
             log.warning("ipy_memory: converting the vectors' columns anew: %s's were damaged", scan.checks.path)
             scan = None                # (mapped from a snapshot: what no query checked is checked now)
-        if scan is None or scan.n != self.keys.size:
+        if scan is None:               # (_column_scan gives a scan caught up with every row)
             scan = ColumnScan(self.dim)
             scan.append(hot)
         blocks, scale = scan.live_blocks(None if len(hot) == scan.n else self.alive.view)
-        n, crcs = len(scale), []
+        n, dim = len(scale), self.dim
+        crcs = np.zeros(len(blocks) * dim, np.uint32)
 
-        def written(block):            # each block made as it is written, its CRCs taken then
+        def written(b):                # each block made as it is written, its CRCs taken then
             def make():
-                out = block()
-                crcs.append(column_crcs([out], np.arange(self.dim)))
+                out = blocks[b]()
+                crcs[b * dim:(b + 1) * dim] = column_crcs([out], np.arange(dim))
                 return out
             return make
-        return {**{f"{COLUMN_BLOCK}{b}": written(block) for b, block in enumerate(blocks)},
+        return {**{f"{COLUMN_BLOCK}{b}": written(b) for b in range(len(blocks))},
                 "cols.scale": scale, "hot.group": np.array(ROW_GROUP),
-                "cols.crc": lambda: np.concatenate(crcs),          # (after the blocks)
+                "cols.crc": lambda: crcs,          # (written after the blocks, which fill it)
                 "hot.crc": chunk_crcs(hot, n, np.arange(-(-n // ROW_GROUP)), ROW_GROUP)}
 
     def restore_columns(self, data, path, checks: LaterChecks | None) -> None:
         """Take the columns of a snapshot just restored (`column_members`), if it has them in this
-        layout; with `checks`, each piece is checked as it is first read (see the class)."""
-        if "cols.scale" not in data or int(data["hot.group"]) != ROW_GROUP:
+        layout and this space may be scanned by columns (a graph reads every row, which the row
+        checks do not follow); with `checks`, each piece is checked as it is first read (see the
+        module)."""
+        if self.graph_allowed or "cols.scale" not in data or int(data["hot.group"]) != ROW_GROUP:
             return
         blocks = []
         while f"{COLUMN_BLOCK}{len(blocks)}" in data:

@@ -289,3 +289,35 @@ def test_columns_no_query_read_are_checked_before_they_are_saved_again(store, ca
     fresh.append(data["hot"])
     assert np.array_equal(np.hstack(column_blocks(data)), np.hstack([make() for make in fresh.live_blocks()[0]]))
     assert "converting the vectors' columns anew" in caplog.text
+
+
+def test_small_blocks_written_session_after_session_are_joined(store, monkeypatch):
+    """Each process's new rows start a block of their own; saved again, neighbouring blocks narrower
+    than BLOCK are joined up to BLOCK rows, so a store written a little at a time keeps few blocks."""
+    path, _ = store
+    no_builds(monkeypatch)
+    for session in range(4):
+        with MemoryEngine(path, project="p", settings=HYBRID) as mem:
+            mem.remember_many([{"content": f"pandas kernel cache session {session} row {i}", "force": True}
+                               for i in range(3)])
+            got = results(mem)
+        data = _npz.load_npz(snapshot(path))
+        widths = [b.shape[1] for b in column_blocks(data)]
+        assert sum(widths) == data["hot"].shape[0], widths
+        assert all(a + b > 256 for a, b in zip(widths, widths[1:])), widths     # no neighbours left to join
+    with MemoryEngine(path, project="p", settings=HYBRID) as mem:
+        assert results(mem) == got                          # the joined columns answer as before
+    monkeypatch.setattr(_colscan, "SPARSE_MIN_ROWS", 10**9)  # and as the full scan does
+    with MemoryEngine(path, project="p", settings=HYBRID) as mem:
+        assert results(mem) == got
+
+
+def test_a_space_a_graph_may_serve_leaves_saved_columns_alone(store):
+    """Columns saved while the space was scanned exactly are not taken once a graph may serve it
+    (vector_index='hnsw'): a graph reads every row, so the recall waits for their whole check."""
+    path, _ = store
+    with MemoryEngine(path, project="p", settings=HYBRID.with_(vector_index="hnsw")) as mem:
+        mem.recall(QUERIES[0], scope="project")
+        vec = space(mem).vec
+        assert vec.graph_allowed and vec._columns is None and vec.row_checks is None
+        assert vec.scanned is None or not vec.scanned.check.covered
