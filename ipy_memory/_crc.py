@@ -6,7 +6,8 @@ exposed). Combining needs no data, only polynomial arithmetic modulo the CRC pol
 crc(a + b) = crc(a) * x^(8 * len(b)) + crc(b), with the powers of x kept in a table of squares, so
 a combination costs a few hundred integer operations. A 117 MB vector snapshot is then checked in
 two halves at once (100k memories: 41 -> ~23 ms here). The checksum itself is `_kernels.crc32`:
-zlib's, or the compiled one, the same function four times as fast, which also releases the GIL.
+zlib's, or the compiled one, the same function 6-8 times as fast (benchmarks/kernels.py), which
+also releases the GIL.
 """
 
 from __future__ import annotations

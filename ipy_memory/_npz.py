@@ -9,8 +9,10 @@ is still checked against the zip directory, so a damaged file is refused as `np.
 it. Members the caller names in `later` that hold only values (floating-point or text: nothing
 indexes memory by them) are checked on a background thread instead (`LaterChecks`), beside the
 caller's first use of them: the caller waits for that check before anything it computed from them
-leaves it, unless each piece it read was checked against a CRC of its own (`PieceChecks`: a
-member that the snapshot stores with such CRCs, named in `own`). Snapshots are only ever replaced
+leaves it, unless every piece it read was checked against a CRC of its own first (`PieceChecks`:
+the check is then `covered` and runs after the answer). Members named in `own` are not checked
+here at all: the snapshot stores CRCs by piece for them, which the caller checks as it reads
+(PieceChecks again), the rest after it answers. Snapshots are only ever replaced
 (written aside, then `os.replace`), never rewritten in place, so a mapping stays valid while
 another process saves a newer one. Windows cannot replace a mapped file, so there (and for
 anything unexpected) arrays are read with `np.load`.
@@ -175,7 +177,8 @@ class LaterChecks:
         return bool(self.pending or self.damaged or self.watched)
 
     def report(self, path: Path, exc: Exception) -> None:
-        self.damaged.append((path, exc))
+        if all(p != path for p, _ in self.damaged):      # (two parts of a scan may find one file's damage)
+            self.damaged.append((path, exc))
 
     def watch(self, pieces: PieceChecks, checked) -> None:
         self.watched.append((pieces, checked))
@@ -221,7 +224,11 @@ class LaterChecks:
         if wait_covered:
             watched, self.watched, rests, self._rests = self.watched, [], self._rests, {}
             for pieces, checked in watched:
-                rests[id(pieces)][1].result()
+                try:
+                    rests[id(pieces)][1].result()
+                except Exception as exc:  # noqa: BLE001  (a file its check could not read is not trusted)
+                    self.report(pieces.path, DamagedSnapshot(f"{pieces.path}: checking {pieces.member} failed: {exc}"))
+                    continue
                 if pieces.done.all():
                     checked()
         out, self.damaged = self.damaged, []

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._digests import sha1
 from ._log import log
-from ._npz import LaterChecks, load_npz, remove_stale_temps, replace_npz
+from ._npz import DamagedSnapshot, LaterChecks, load_npz, remove_stale_temps, replace_npz
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
 from .store import NODE_SELECT, Store, decode_half, decode_vecs
@@ -385,6 +385,9 @@ class Shards:
             self._save()
         except OSError as exc:
             log.warning("ipy_memory: could not save index snapshots in %s: %s", self.dir, exc)
+        except DamagedSnapshot as exc:    # what the settle above did not see: not written again
+            log.warning("ipy_memory: not saving index snapshots in %s: %s", self.dir, exc)
+            self.settle()
 
     def _save(self) -> None:
         remove_stale_temps(self.dir)

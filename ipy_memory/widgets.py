@@ -16,11 +16,12 @@ import html
 import ipywidgets as w
 
 from . import _display
+from ._formatters import ShellDisplay  # noqa: F401  (re-exported: it lived here)
 from .errors import InvalidArgument
 from .models import RecallResult, Stats
 from .tools import SEARCH_SCOPES, call_tool
 
-__all__ = ["RecallBrowser", "TierStats", "HitView", "live_widgets"]
+__all__ = ["RecallBrowser", "TierStats", "HitView", "ShellDisplay", "live_widgets"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

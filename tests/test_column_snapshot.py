@@ -253,6 +253,9 @@ def test_piece_checks_report_and_raise(tmp_path):
     with pytest.raises(_npz.DamagedSnapshot, match="piece 5 of cols"):
         pieces.ensure(np.array([3, 5]))
     assert [p for p, _ in checks.damaged] == [tmp_path / "x.npz"] and not pieces.done[3]
+    with pytest.raises(_npz.DamagedSnapshot):
+        pieces.ensure(np.array([5]))                               # found again (another part of a scan)
+    assert len(checks.damaged) == 1                                # one file, reported once
     assert checks.failed() and not checks.damaged
     assert pieces.damaged_piece() == 5 and not checks.damaged          # checked, not reported
     assert pieces.done.sum() == 15 and not pieces.done[5]

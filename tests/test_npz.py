@@ -370,3 +370,20 @@ def test_watched_piece_checks_are_redone_in_a_forked_child(tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     assert [str(e) for _, e in checks.failed()] == [f"{tmp_path / 'x.npz'}: piece 40 of rows fails its CRC check"]
+
+
+def test_a_watched_check_that_cannot_read_its_file_counts_as_damage(tmp_path):
+    """A watched rest check that raises (the file unreadable, memory short) is reported as damage
+    to its file, and the whole-file checks pending beside it are still verified and reported."""
+    good = np.arange(4096, dtype=np.uint8)
+    path = tmp_path / "w.npz"
+    _npz.write_npz(path, {"v": good.astype(np.float32)})
+    checks = _npz.LaterChecks()
+    _npz.load_npz(path, later=("v",), checks=checks)            # a whole-file check left pending
+
+    def unreadable(pieces):
+        raise OSError("input/output error")
+    pieces = _npz.PieceChecks(np.zeros(4, np.uint32), unreadable, tmp_path / "x.npz", "rows", checks)
+    checks.watch(pieces, lambda: None)
+    assert [(p, "input/output error" in str(e)) for p, e in checks.failed()] == [(tmp_path / "x.npz", True)]
+    assert not checks.pending and not checks.watched and not checks.busy
