@@ -20,7 +20,7 @@ import numpy as np
 from . import _colscan, _kernels
 from ._colscan import ColumnScan
 from ._log import log
-from ._npz import LaterChecks, PieceChecks, chunk_crcs
+from ._npz import LaterChecks, PieceChecks, chunk_crcs, piece_count
 from ._topk import isin, unique
 
 ROW_GROUP = 16             # float16 rows per CRC (12 kB at 384 dims)
@@ -101,7 +101,7 @@ class VectorSnapshot:
         return {**{f"{COLUMN_BLOCK}{b}": written(b) for b in range(len(blocks))},
                 "cols.scale": scale, "hot.group": np.array(ROW_GROUP),
                 "cols.crc": lambda: crcs,          # (written after the blocks, which fill it)
-                "hot.crc": chunk_crcs(hot, n, np.arange(-(-n // ROW_GROUP)), ROW_GROUP)}
+                "hot.crc": chunk_crcs(hot, n, np.arange(piece_count(n, ROW_GROUP)), ROW_GROUP)}
 
     def restore_columns(self, data, path, checks: LaterChecks | None) -> None:
         """Take the columns of a snapshot just restored (`column_members`), if it has them in this
@@ -118,7 +118,7 @@ class VectorSnapshot:
         if (not blocks or any(b.dtype != np.int8 or b.ndim != 2 or len(b) != self.dim or not b.shape[1] for b in blocks)
                 or sum(b.shape[1] for b in blocks) != n or scale.dtype != np.float32 or scale.shape != (n,)
                 or col_crcs.dtype != np.uint32 or row_crcs.dtype != np.uint32
-                or col_crcs.shape != (len(blocks) * self.dim,) or row_crcs.shape != (-(-n // ROW_GROUP),)):
+                or col_crcs.shape != (len(blocks) * self.dim,) or row_crcs.shape != (piece_count(n, ROW_GROUP),)):
             raise ValueError("not the columns of this vector snapshot")
         mat = self.mat
         pieces = None if checks is None else PieceChecks(col_crcs, lambda p: column_crcs(blocks, p), path, "cols", checks)

@@ -103,6 +103,7 @@ class PieceChecks:
     def __init__(self, crcs: np.ndarray, compute, path: Path, member: str, checks: "LaterChecks"):
         self.crcs, self.compute, self.path, self.member, self.checks = crcs, compute, path, member, checks
         self.done = np.zeros(len(crcs), bool)
+        self.rest_task = None        # (pid, Task) of `rest` on the scan thread, once watched (LaterChecks)
 
     def ensure(self, pieces: np.ndarray) -> None:
         pieces = np.asarray(pieces, np.int64)
@@ -141,6 +142,11 @@ class PieceChecks:
         return DamagedSnapshot(f"{self.path}: piece {piece} of {self.member} fails its CRC check")
 
 
+def piece_count(n: int, per: int) -> int:
+    """How many pieces of `per` items (the last one shorter) n items make."""
+    return -(-n // per)
+
+
 def chunk_crcs(array: np.ndarray, n: int, chunks: np.ndarray, per: int) -> np.ndarray:
     """The CRC of each of `chunks` of the first n rows (or items) of the C-contiguous `array`:
     chunk c is rows c * per up to (c + 1) * per or n."""
@@ -170,7 +176,6 @@ class LaterChecks:
         # piece checks of members no whole check covers: what a recall leaves unchecked is checked
         # on the scan thread once it has answered, and waited for by the next call (`failed`)
         self.watched: list[tuple[PieceChecks, object]] = []     # (checks, called once all passed)
-        self._rests: dict[int, tuple[int, object]] = {}      # id(pieces) -> (pid, its Task)
 
     @property
     def busy(self) -> bool:
@@ -203,9 +208,8 @@ class LaterChecks:
                 check.started = True
         if covered:
             for pieces, _ in self.watched:
-                pid, _ = self._rests.get(id(pieces), (None, None))
-                if pid != os.getpid():             # (a forked child does not run its parent's tasks)
-                    self._rests[id(pieces)] = os.getpid(), SCANS.submit(pieces.rest)
+                if pieces.rest_task is None or pieces.rest_task[0] != os.getpid():   # (a forked child
+                    pieces.rest_task = os.getpid(), SCANS.submit(pieces.rest)     # runs no parent task)
 
     def help(self) -> None:
         """Take on what is left of the pending checks that are not covered on this thread."""
@@ -222,10 +226,10 @@ class LaterChecks:
         self.pending = [c for c in pending if c.covered and not wait_covered and not c.job.done()]
         self.hooks.clear()
         if wait_covered:
-            watched, self.watched, rests, self._rests = self.watched, [], self._rests, {}
+            watched, self.watched = self.watched, []
             for pieces, checked in watched:
                 try:
-                    rests[id(pieces)][1].result()
+                    pieces.rest_task[1].result()
                 except Exception as exc:  # noqa: BLE001  (a file its check could not read is not trusted)
                     self.report(pieces.path, DamagedSnapshot(f"{pieces.path}: checking {pieces.member} failed: {exc}"))
                     continue

@@ -104,7 +104,7 @@ class Postings:
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)
         return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64), "slots": slots, "tfs": tfs,
-                "crc": posting_crcs(slots, tfs, np.arange(2 * -(-len(slots) // CHUNK)))}
+                "crc": posting_crcs(slots, tfs, np.arange(2 * _npz.piece_count(len(slots), CHUNK)))}
 
     @classmethod
     def from_arrays(cls, h, off, slots, tfs, crc=None, path=None, checks: _npz.LaterChecks | None = None,
@@ -115,7 +115,7 @@ class Postings:
         p.hashes, p.offsets = h.astype(np.int64, copy=False), off.astype(np.int64, copy=False)
         p.slots, p.tfs = slots.astype(np.int32, copy=False), tfs.astype(np.float32, copy=False)
         if (len(p.offsets) != len(p.hashes) + 1 or len(p.slots) != len(p.tfs) or int(p.offsets[-1]) != len(p.slots)
-                or (crc is not None and (crc.dtype != np.uint32 or crc.shape != (2 * -(-len(p.slots) // CHUNK),)))):
+                or (crc is not None and (crc.dtype != np.uint32 or crc.shape != (2 * _npz.piece_count(len(p.slots), CHUNK),)))):
             raise ValueError("postings of inconsistent lengths")
         if checks is not None:
             slots, tfs = p.slots, p.tfs

@@ -37,9 +37,10 @@ _BESIDE_ROWS = 20_000        # an exact scan this large runs beside the lexical 
 def _vector_searches(shards, qvec, pool: int) -> list:
     """Per shard, a callable giving its vector top-`pool`. Large exact scans release the GIL, so they
     start now on a worker thread and overlap the lexical scoring (100k memories: ~2 ms of ~15). But
-    not the first search of a snapshot just loaded: both threads would check pieces of it as they
-    first read them, small steps that hand the GIL back and forth (a new process's first hybrid
-    recall at 100k: 29.2 ms beside, 24.6 after the lexical scoring; warm: 3.4 ms p50 beside, 4.0 after)."""
+    not the first search of a snapshot just loaded, whose reads are first touches and piece checks:
+    beside the scoring it measured slower than after it, whatever the GIL's switch interval (a new
+    process's first hybrid recall at 100k: 26.3 against 22.1 ms; warm: 3.4 ms p50 beside, 4.0
+    after; BENCHMARKS.md, Reading)."""
     out = []
     for shard in shards:
         vec = shard.vec

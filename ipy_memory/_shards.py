@@ -6,10 +6,10 @@ known keys, removes skip unknown ones), which keeps loading and syncing simple.
 
 On close, large spaces are snapshotted beside the database (lexical postings and their scoring
 Structure as `.lex.npz`, vectors as `.vec.npz`, HNSW graphs as `.usearch`), the first two tagged
-with the store id and the change-log seq they reflect. Reading 100k vectors row by row from SQLite takes about a second, the snapshot a
-tenth of that; it costs a second copy of the vectors on disk. A snapshot is
-only a cache: a missing, stale, damaged or foreign one is ignored and the space is rebuilt from
-SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
+with the store id and the change-log seq they reflect. Reading 100k vectors row by row from SQLite
+takes about a second, the snapshot a tenth of that; it costs a second copy of the vectors on disk.
+A snapshot is only a cache: a missing, stale, damaged or foreign one is ignored and the space is
+rebuilt from SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
 the default hashing embedder only duplicate checks need them, not recall.
 """
 
