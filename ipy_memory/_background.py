@@ -284,8 +284,11 @@ class BackgroundMixin:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every fired write is done (stored or logged as failed). False on timeout."""
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-            raise InvalidArgument(f"timeout must be None or seconds >= 0, got {timeout!r}")
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout or timeout < 0:
+                raise InvalidArgument(f"timeout must be None or seconds >= 0, got {timeout!r}")
+            if timeout >= threading.TIMEOUT_MAX:     # (inf, 1e300: a lock's wait would overflow) forever
+                timeout = None
         writer = self._writer
         if writer is None:
             return True

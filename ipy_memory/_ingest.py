@@ -158,7 +158,13 @@ def _message_text(msg: dict, i: int) -> str:
             if isinstance(part, str):
                 parts.append(part)
             elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
-                parts.append(str(part.get("text", "")))
+                text = part.get("text")
+                if text is not None and not isinstance(text, str):
+                    raise InvalidArgument(f"message {i}: a text part's 'text' must be a str, "
+                                          f"not {type(text).__name__}")
+                parts.append(text or "")
+            elif not isinstance(part, dict):
+                raise InvalidArgument(f"message {i}: content parts must be str or dicts, not {type(part).__name__}")
         return "\n".join(parts)
     if content is None:
         return ""
@@ -183,7 +189,8 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
         if not text or text.lower().strip(" .!") in _TRIVIAL:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
-        speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200) or str(msg["role"]))
+        speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200)
+                         or v.text(msg["role"], f"message {i} role", max_chars=200))
         node_meta = r.meta(v.metadata(msg.get("metadata")))
         nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=f"{session_id}/{speaker}",
                                   title=speaker, body=text, stored_body=text,

@@ -10,7 +10,9 @@ from typing import Any
 from .config import SCOPES
 from .errors import InvalidArgument
 
-ID_RE = re.compile(r"^m-[0-9a-f]{16}(?:#(\d{1,7}))?$")
+# [0-9], not \d (any Unicode digit); matched with fullmatch, since $ alone takes a trailing "\n".
+# Anchored all the same: the tool schemas publish the pattern, and JSON Schema patterns search.
+ID_RE = re.compile(r"^m-[0-9a-f]{16}(?:#([0-9]{1,7}))?$")
 _NAME_BAD = re.compile(r"[\x00-\x1f\x7f]")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 MAX_TTL = 100 * 365 * 86_400.0
@@ -49,7 +51,7 @@ def integer(value: Any, what: str, lo: int, hi: int) -> int:
 
 
 def number(value: Any, what: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not math.isfinite(value):
         raise InvalidArgument(f"{what} must be a finite number between {lo} and {hi}, got {value!r}")
     if not lo <= value <= hi:
         raise InvalidArgument(f"{what} must be between {lo} and {hi}, got {value}")
@@ -81,6 +83,8 @@ def scopes(value: Any) -> tuple[str, ...]:
 
 
 def ttl(value: Any) -> float | None:
+    if isinstance(value, bool):      # (False == 0 would pass as "no ttl")
+        raise InvalidArgument(f"ttl must be a number of seconds (0 or None = the scope's default), not {value!r}")
     if value is None or value == 0:
         return None
     return number(value, "ttl (seconds; 0 or None = the scope's default)", 0, MAX_TTL)
@@ -105,7 +109,7 @@ def memory_id(value: Any) -> tuple[str, int | None]:
     """'m-0123456789abcdef' (a document) or 'm-0123456789abcdef#3' (one of its sections)."""
     if not isinstance(value, str):
         raise InvalidArgument(f"id must be a str like 'm-0123456789abcdef', not {type(value).__name__}")
-    m = ID_RE.match(value)
+    m = ID_RE.fullmatch(value)
     if not m:
         raise InvalidArgument(f"{value[:80]!r} is not a memory id: ids look like 'm-0123456789abcdef' "
                               "(a memory) or 'm-0123456789abcdef#2' (one of its sections)")
@@ -130,12 +134,45 @@ def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
         return None, None
     if not isinstance(value, dict):
         raise InvalidArgument(f"metadata must be a dict, not {type(value).__name__}")
+    _check_json_tree(value)
     try:
         encoded = json_encoder().encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded) > 100_000:
         raise InvalidArgument("metadata is larger than 100 kB once encoded as JSON")
-    if not encoded.isascii() and _LONE_SURROGATE.search(encoded) or "\\u0000" in encoded:
-        raise InvalidArgument("metadata contains NUL or lone surrogates")
     return value, encoded
+
+
+METADATA_DEPTH = 32
+
+
+def _check_json_tree(value: dict) -> None:
+    """What JSON would store silently wrong or fail on deep inside: non-str keys (json turns 1 into
+    "1", so {1: a, "1": b} collides), NUL or lone surrogates in any string, nesting deeper than
+    METADATA_DEPTH (json.dumps would die with a RecursionError)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > METADATA_DEPTH:
+            raise InvalidArgument(f"metadata is nested deeper than {METADATA_DEPTH} levels")
+        if isinstance(node, dict):
+            for k, x in node.items():
+                if not isinstance(k, str):
+                    raise InvalidArgument(f"metadata keys must be str; {k!r} is {type(k).__name__}")
+                _check_json_str(k)
+                if isinstance(x, str):
+                    _check_json_str(x)
+                elif isinstance(x, (dict, list, tuple)):
+                    stack.append((x, depth + 1))
+        else:
+            for x in node:
+                if isinstance(x, str):
+                    _check_json_str(x)
+                elif isinstance(x, (dict, list, tuple)):
+                    stack.append((x, depth + 1))
+
+
+def _check_json_str(s: str) -> None:
+    if "\x00" in s or not s.isascii() and _LONE_SURROGATE.search(s):
+        raise InvalidArgument(f"metadata contains NUL or lone surrogates (in {s[:40]!r})")

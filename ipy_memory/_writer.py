@@ -190,7 +190,8 @@ class BatchWriter:
         if p.replace is not None:
             self.flush()          # the document may have been written earlier in this batch
             db = self.db
-            if not db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone():
+            if not db.execute("SELECT 1 FROM documents WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)",
+                              (doc_id, self.now)).fetchone():     # (an expired one is gone, if not yet purged)
                 raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
             old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
                              "WHERE d.id = ?", (doc_id,)).fetchall()

@@ -59,8 +59,9 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
     def __init__(self, data_dir: str | os.PathLike | None = None, *, embedder: Embedder | str | None = None,
                  project: str | None = None, session: str | None = None, read_only: bool = False,
                  settings: Settings | None = None, clock: Callable[[], float] | None = None):
-        if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
-            raise InvalidArgument(f"data_dir must be a path (str or pathlib.Path), not {type(data_dir).__name__}")
+        if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)) or data_dir is not None and (
+                not isinstance(os.fspath(data_dir), str) or "\x00" in os.fspath(data_dir)):
+            raise InvalidArgument(f"data_dir must be a path (str or pathlib.Path) without NUL bytes, not {data_dir!r}")
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidArgument("settings must be an ipy_memory.Settings (e.g. Settings().with_(dedup_threshold=0.9))")
         self._lock = threading.RLock()
@@ -226,6 +227,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         writer = None
         try:
             with self.store.write() as db:
+                self._check_epoch()      # again under the lock: a re-embed may have committed while we embedded
                 writer = writing.BatchWriter(self, db, now)
                 try:
                     results = writer.write(preps)
@@ -331,11 +333,15 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
 
     @locked
     def get(self, id: str) -> Memory:
-        """One memory by id ('m-…'); NotFound if absent or expired."""
-        doc_id, _ = v.memory_id(id)
+        """One memory by id ('m-…'), or the memory holding a section ('m-…#2'); NotFound if absent or expired."""
+        self._check_open()
+        doc_id, ord_ = v.memory_id(id)
         self._flush_accesses()
         rows = self.store.query(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
                                 "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock()))
+        if rows and ord_ is not None and not self.store.query(
+                "SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc_id, ord_)):
+            raise NotFound(f"no section {id!r}: memory {doc_id} has no section #{ord_} (or it was forgotten)")
         if not rows:
             raise NotFound(f"no memory {id!r}")
         return _memory(rows[0])

@@ -149,9 +149,7 @@ class Store:
         self._prepare_dir()
         try:
             if read_only:
-                uri = f"file:{self.path}?mode=ro"
-                self.db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None,
-                                          check_same_thread=False)
+                self.db = self._connect_read_only(timeout)
             else:
                 self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                           check_same_thread=False)
@@ -169,6 +167,27 @@ class Store:
                 self.db.execute("SELECT count(*) FROM documents").fetchone()
         except sqlite3.DatabaseError as exc:
             raise self._error("cannot open", exc) from exc
+
+    def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
+        """mode=ro, or on a read-only directory (a mount, a shared copy) immutable=1: a WAL database
+        read with mode=ro needs its -shm file, which such a directory can neither hold nor create."""
+        name = str(self.path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")   # URI-special
+        uri = f"file:{name}?mode=ro"
+        db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("SELECT count(*) FROM documents").fetchone()     # (the file is opened lazily)
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+            if os.access(self.dir, os.W_OK):
+                raise
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:
+            # immutable=1 would silently skip what the WAL holds
+            raise StorageError(f"{self.path} is in a read-only directory and {wal.name} holds changes not yet in the "
+                               "database: copy the data dir somewhere writable and open the copy")
+        return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout, isolation_level=None,
+                               check_same_thread=False)
 
     def _error(self, doing: str, exc: sqlite3.Error) -> StorageError:
         """A StorageError naming the file; damaged files also get the way to recover."""
@@ -193,7 +212,8 @@ class Store:
         except OSError as exc:
             raise StorageError(f"cannot create data dir {self.dir}: {exc}") from exc
         if not os.access(self.dir, os.W_OK | os.X_OK):
-            raise StorageError(f"data dir {self.dir} is not writable: pass a data_dir you can write to")
+            raise StorageError(f"data dir {self.dir} is not writable: pass a data_dir you can write to, "
+                               "or open it with read_only=True to read it")
 
     def _migrate(self) -> None:
         with self.write() as db:

@@ -31,13 +31,24 @@ def register_preset(name: str, factory: Callable[..., Embedder]) -> None:
 def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
     """Return an embedder: an `Embedder` instance as is, else the named preset, else the env preset."""
     if isinstance(preset, Embedder):
-        return preset
+        return _checked(preset)
     if preset is None:
         preset = env("EMBED_PRESET", "hash")
     if not isinstance(preset, str) or preset not in PRESETS:
         raise InvalidArgument(f"unknown embedder preset {preset!r}: use one of {sorted(PRESETS)} "
                               "or pass an Embedder instance")
     return PRESETS[preset](**options)
+
+
+def _checked(emb: Embedder) -> Embedder:
+    """A user's own Embedder: its name and dim are recorded in the store, so they must be sound."""
+    name, dim = getattr(emb, "name", None), getattr(emb, "dim", None)
+    if not isinstance(name, str) or not name.strip() or not name.isprintable() or len(name) > 200:
+        raise InvalidArgument(f"{type(emb).__name__}.name must be a short printable str naming the model, "
+                              f"not {name!r}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= 65_536:
+        raise InvalidArgument(f"{type(emb).__name__}.dim must be an int between 1 and 65536, not {dim!r}")
+    return emb
 
 
 register_preset("hash", lambda dim=384, **_: HashEmbedder(dim=dim))
