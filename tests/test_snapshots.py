@@ -356,3 +356,35 @@ def test_damage_found_while_saving_is_logged_not_raised(store, caplog, monkeypat
     assert "not saving index snapshots" in caplog.text and "postings fail" in caplog.text
     with MemoryEngine(path, project="p") as mem:        # the older snapshot, the change log replayed on it
         assert any("otters" in h.text for h in mem.recall("one more note about otters"))
+
+
+# ----------------------------------------------------------------------------------- review
+def _drop_index_files(path):
+    for f in (path / "index").iterdir():
+        f.unlink()
+
+
+def test_forgotten_memories_leave_the_bm25_statistics(tmp_path, monkeypatch):
+    """Document frequencies count live memories only: after forgetting, the scores in memory, from
+    the snapshot saved at close and from a rebuild out of SQLite are all the same. (No neighbour
+    context, so that a forgotten memory cannot change which memories neighbour each other.)"""
+    settings = Settings(neighbor_weights=())
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        ids = [m.id for m in mem.remember_many([{"content": t, "force": True} for t in TEXTS[:600]])]
+        before = results(mem)                     # the space is loaded: forgetting updates its index
+        for i, doc in enumerate(ids):
+            if i % 4 == 0 and i % 3:              # most 'amber' memories, a few of the others
+                mem.forget(doc)
+            elif i % 29 == 0:
+                mem.forget(doc)
+        in_memory = results(mem)
+        lex = mem.shards.get("project:p").lex
+        assert lex.n_alive < lex.keys.size and in_memory != before
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        assert loaded_from_snapshot(mem, monkeypatch)
+        from_snapshot = results(mem)
+    _drop_index_files(tmp_path)
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        rebuilt = results(mem)
+    assert from_snapshot == rebuilt
+    assert in_memory == rebuilt
