@@ -26,13 +26,13 @@ def store(tmp_path):
     return tmp_path, expected
 
 
-def loaded_from_snapshot(mem, monkeypatch):
+def loaded_from_snapshot(mem, monkeypatch, space="project:p"):
     calls = []
     real = _shards.Shards._rows
     monkeypatch.setattr(_shards.Shards, "_rows",
                         lambda self, where, params: calls.append((where, tuple(params))) or real(self, where, params))
     mem.recall("amber")
-    return ("d.space = ?", ("project:p",)) not in calls
+    return ("d.space = ?", (space,)) not in calls
 
 
 def test_snapshot_written_and_used(store, monkeypatch):
@@ -101,13 +101,13 @@ def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch, c
 
 
 # ----------------------------------------------------------------------------------- vectors
-def vectors_from_snapshot(mem, monkeypatch) -> bool:
+def vectors_from_snapshot(mem, monkeypatch, space="project:p") -> bool:
     """Load the space's vectors; True if they came from `.vec.npz` rather than SQLite's rows."""
     calls = []
     real = _shards.Shards._load_vector_snapshot
     monkeypatch.setattr(_shards.Shards, "_load_vector_snapshot",
                         lambda self, space: calls.append(r := real(self, space)) or r)
-    mem.shards.get("project:p").vec
+    mem.shards.get(space).vec
     return calls[0] is not None
 
 
@@ -388,3 +388,28 @@ def test_forgotten_memories_leave_the_bm25_statistics(tmp_path, monkeypatch):
         rebuilt = results(mem)
     assert from_snapshot == rebuilt
     assert in_memory == rebuilt
+
+
+def test_a_snapshot_saved_under_another_spaces_name_is_ignored(tmp_path, monkeypatch):
+    """Snapshots name the space they are of: space A's files copied over space B's (same store, a
+    valid seq) are ignored and B is rebuilt from SQLite, so B's recall answers with B's memories."""
+    texts = {"a": [f"alpha note {i}: the amber lantern {i % 7}" for i in range(300)],
+             "b": [f"beta note {i}: the cobalt lantern {i % 7}" for i in range(300)]}
+    for project, batch in texts.items():
+        with MemoryEngine(tmp_path, project=project) as mem:
+            mem.remember_many([{"content": t, "force": True} for t in batch])
+            mem.recall("lantern")                                      # loads the lexical index
+            mem.remember(f"a {project} lantern, checked for duplicates")  # loads the vectors
+    files = {p: mem.shards.files(f"project:{p}") for p in texts}
+    for a_file, b_file in zip(files["a"], files["b"]):
+        if a_file.suffix == ".npz":
+            assert a_file.exists() and b_file.exists()
+            shutil.copy(a_file, b_file)
+    with MemoryEngine(tmp_path, project="b") as mem:
+        assert not loaded_from_snapshot(mem, monkeypatch, "project:b")
+        hits = mem.recall("lantern", scope="project", limit=50)
+        assert hits and all(h.space == "project:b" and h.text.startswith(("beta", "a b ")) for h in hits)
+        assert not vectors_from_snapshot(mem, monkeypatch, "project:b")
+        b_keys = {k for k, in mem.store.query("SELECT n.key FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                              "WHERE d.space = 'project:b'")}
+        assert set(mem.shards.get("project:b").vec.row_of) == b_keys
