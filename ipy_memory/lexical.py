@@ -35,6 +35,7 @@ import numpy as np
 from . import _kernels, _lexscore, _lexupdate, _text
 from ._columns import AscendingKeys, Column
 from ._postings import Postings
+from ._topk import unique
 from .config import Settings
 
 
@@ -188,8 +189,8 @@ class LexicalShard:
         """The removed slots and retired document slots that still hold postings, sorted. Scores count
         live documents only (`_lexscore.live_df`), as a rebuild from the database or a snapshot does."""
         if self._gone_sorted is None:
-            self._gone_sorted = (np.unique(np.asarray(self._gone, np.int32)),
-                                 np.unique(np.asarray(self._gone_docs, np.int32)))
+            self._gone_sorted = (unique(np.asarray(self._gone, np.int32)),
+                                 unique(np.asarray(self._gone_docs, np.int32)))
         return self._gone_sorted
 
     def vocabulary(self) -> dict[int, str]:
