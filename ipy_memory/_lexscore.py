@@ -84,6 +84,17 @@ def idf(n: int, df: int) -> float:
     return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
+def live_df(slots: np.ndarray, gone: np.ndarray) -> int:
+    """How many of a term's postings `slots` (ascending, distinct) are not in `gone` (ascending: removed
+    slots that still hold postings, LexicalShard.gone). A binary search of the shorter in the longer;
+    nothing at all until something is removed."""
+    if not len(gone) or not len(slots):
+        return len(slots)
+    small, large = (gone, slots) if len(gone) <= len(slots) else (slots, gone)
+    at = np.minimum(large.searchsorted(small), len(large) - 1)
+    return len(slots) - int(np.count_nonzero(large.take(at) == small))
+
+
 def _walk(shard, at: np.ndarray | None, links=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per non-zero weight, the previous and next slots of the slots `at` (None: every slot and the
     sentinel) at that weight's distance; -1 (the sentinel) where there is none. `links`: the padded
@@ -251,15 +262,17 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
     return out
 
 
-def bm25(s: Settings, lists: dict, n: int, nrm, size: int, out: np.ndarray | None = None) -> np.ndarray:
-    """BM25 per slot; `nrm` is (norm per length, length per slot), or one norm for all. Shared terms
-    score as if the node had the average length (norm k1). `out`: zeros to add to (size + 1)."""
+def bm25(s: Settings, lists: dict, n: int, gone: np.ndarray, nrm, size: int,
+         out: np.ndarray | None = None) -> np.ndarray:
+    """BM25 per slot over `n` live documents (the `gone` slots not counted); `nrm` is (norm per
+    length, length per slot), or one norm for all. Shared terms score as if the node had the average
+    length (norm k1). `out`: zeros to add to (size + 1)."""
     k1, flat = s.bm25_k1, _flat(s)
     out = np.zeros(size + 1, np.float32) if out is None else out
     norm, lens = nrm if isinstance(nrm, tuple) else (None, None)
     for slots, tf, *shared in lists.values():
         _kernels.bm25_add(out, slots, tf, norm, lens, shared[0] if shared else None,
-                          flat if norm is not None else nrm, idf(n, len(slots)) * (k1 + 1))
+                          flat if norm is not None else nrm, idf(n, live_df(slots, gone)) * (k1 + 1))
     return out
 
 
@@ -267,9 +280,9 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
     """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides):
     per distance, `around` holds each slot's two neighbours there and their context lengths. A
     neighbour is in its node's document, so the node shares its `shared` mark."""
-    sides, flat = 2 * len(st.weights), _flat(shard.s)
+    sides, flat, gone = 2 * len(st.weights), _flat(shard.s), shard.gone()[0]
     for slots, tf, shared in lists.values():
-        scale = idf(shard.n_alive, len(slots)) * (shard.s.bm25_k1 + 1)
+        scale = idf(shard.n_alive, live_df(slots, gone)) * (shard.s.bm25_k1 + 1)
         for i, w in enumerate(st.weights):
             _kernels.context_add(score, st.tfc, st.around, slots, tf, st.dead, shared, flat,
                                  (2 * i, 2 * i + 1, sides + 2 * i, sides + 2 * i + 1), st.ctx_norm[i], w * scale)
@@ -278,7 +291,7 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
 def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     s, size = shard.s, shard.keys.size
     lists = node_postings(shard, st, qterms)
-    own = bm25(s, lists, shard.n_alive, (st.norm, st.lens), size)
+    own = bm25(s, lists, shard.n_alive, shard.gone()[0], (st.norm, st.lens), size)
     own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
     # the columns mode reads `own` only before adding to the scores (1M memories: a 6 MB copy saved)
     score = own if s.context_mode == "columns" else own.copy()
@@ -299,7 +312,7 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
         named = _union([x[0] for x in titles.values()])
         # into the context scratch, zero again after (a fresh array per query: 1M memories, 6 MB)
         try:
-            tscore = bm25(s, titles, shard.n_alive, s.bm25_k1, size, st.tfc)[named]     # every length is 1
+            tscore = bm25(s, titles, shard.n_alive, shard.gone()[0], s.bm25_k1, size, st.tfc)[named]  # length 1
         finally:
             st.tfc[named] = 0
         score[named] += s.title_match_weight * tscore
@@ -315,7 +328,7 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
         if len(docs) > 1 and not (docs[1:] > docs[:-1]).all():   # sections added to a document later
             docs, at = np.unique(docs, return_inverse=True)      # hold a posting each: one tf per document
             lists[h] = (docs, np.bincount(at, tf).astype(np.float32))
-    dscore = bm25(shard.s, lists, shard.n_docs, (st.doc_norm, st.doc_lens), nd)
+    dscore = bm25(shard.s, lists, shard.n_docs, shard.gone()[1], (st.doc_norm, st.doc_lens), nd)
     if st.doc_first is None:
         dscore[:nd] *= shard.doc_multi.view
         score[: shard.keys.size] += w * dscore[shard.doc.view]

@@ -93,13 +93,16 @@ class Postings:
             return slots[0], tfs[0]
         return np.concatenate(slots), np.concatenate(tfs)
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Base and runs merged into CSR arrays (for a snapshot), with the CRCs of their chunks."""
+    def arrays(self, dead: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Base and runs merged into CSR arrays (for a snapshot), with the CRCs of their chunks;
+        without the postings of the slots where `dead` (a bool per slot) is True."""
         if self.checks is not None:
             self.checks.rest()
             if not self.checks.done.all():
                 raise _npz.DamagedSnapshot(f"{self.checks.path}: postings fail their CRC check")
         merged = _merge([(np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)] + self.runs)
+        if dead is not None and dead.any():
+            merged = tuple(a[~dead[merged[1]]] for a in merged)
         h = merged[0]
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)

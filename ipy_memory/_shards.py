@@ -6,7 +6,7 @@ known keys, removes skip unknown ones), which keeps loading and syncing simple.
 
 On close, large spaces are snapshotted beside the database (lexical postings and their scoring
 Structure as `.lex.npz`, vectors as `.vec.npz`, HNSW graphs as `.usearch`), the first two tagged
-with the store id and the change-log seq they reflect. Reading 100k vectors row by row from SQLite
+with the store id, the space and the change-log seq they reflect. Reading 100k vectors row by row from SQLite
 takes about a second, the snapshot a tenth of that; it costs a second copy of the vectors on disk.
 A snapshot is only a cache: a missing, stale, damaged or foreign one is ignored and the space is
 rebuilt from SQLite, so opening never fails because of an index file. Vectors are loaded on first use: with
@@ -169,7 +169,7 @@ class Shards:
             # them, the rest after it answers (first lexical-only query 15.2 -> 12.4 ms at 100k)
             checks = self.checks if self.defer_checks else None
             data = load_npz(path, own=LexicalShard.PIECE_MEMBERS if checks else ())
-            seq = self._replayable(data)
+            seq = self._replayable(data, space)
             lex = None if seq is None else LexicalShard.from_snapshot(data, self.s, path, checks)
         except _DAMAGED:
             return None                               # damaged: rebuild from SQLite
@@ -187,12 +187,12 @@ class Shards:
         self._apply_expiry(lex, expiry)
         return lex
 
-    def _replayable(self, data, *, vectors: bool = False) -> int | None:
-        """The seq a snapshot reflects, if it is this store's and the change log still reaches it
-        (and, for vectors, if they are of the store's current embedder epoch)."""
+    def _replayable(self, data, space: str, *, vectors: bool = False) -> int | None:
+        """The seq a snapshot reflects, if it is this store's and space's and the change log still
+        reaches it (and, for vectors, if they are of the store's current embedder epoch)."""
         seq, store_id = int(data["seq"]), str(data["store_id"])
-        if store_id != self.store_id or seq > self.store.max_seq():
-            return None                               # another store's file, or a restored older database
+        if store_id != self.store_id or str(data["space"]) != space or seq > self.store.max_seq():
+            return None          # another store's or space's file (copied, renamed), or a restored older database
         if vectors and int(data["epoch"]) != self._epoch():
             return None                               # re-embedded since: another model's vectors
         floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
@@ -227,7 +227,7 @@ class Shards:
         try:
             data = load_npz(path, VectorShard.VALUE_MEMBERS, self.checks, own=VectorShard.PIECE_MEMBERS)
             vec.scanned = self.checks.hooks.pop((path, "hot"), None)
-            seq = self._replayable(data, vectors=True)
+            seq = self._replayable(data, space, vectors=True)
             if seq is None:
                 return None
             vec.restore(data, path, self.checks)
@@ -399,15 +399,15 @@ class Shards:
                 self.dir.mkdir(mode=0o700, exist_ok=True)
                 shard.vec.save_graph(self.graph_path(space))      # first: it adds the tail rows
                 if len(shard.vec) >= SNAPSHOT_MIN_NODES:
-                    self._write_snapshot(self.vectors_path(space), shard.vec.arrays(lazy=True))
+                    self._write_snapshot(self.vectors_path(space), space, shard.vec.arrays(lazy=True))
                 shard.vec_dirty = False
 
     def _save_snapshot(self, space: str, shard: Shard) -> None:
-        self._write_snapshot(self.snapshot_path(space), shard.lex.snapshot(self.clock()))
+        self._write_snapshot(self.snapshot_path(space), space, shard.lex.snapshot(self.clock()))
 
-    def _write_snapshot(self, path: Path, arrays: dict) -> None:
+    def _write_snapshot(self, path: Path, space: str, arrays: dict) -> None:
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        replace_npz(path, {"seq": np.array(self.seq), "store_id": np.array(self.store_id),
+        replace_npz(path, {"seq": np.array(self.seq), "store_id": np.array(self.store_id), "space": np.array(space),
                            "epoch": np.array(self.epoch), **arrays})
 
     def counts(self) -> dict[str, dict[str, int]]:

@@ -35,6 +35,7 @@ import numpy as np
 from . import _kernels, _lexscore, _lexupdate, _text
 from ._columns import AscendingKeys, Column
 from ._postings import Postings
+from ._topk import unique
 from .config import Settings
 
 
@@ -86,6 +87,11 @@ class LexicalShard:
         # terms _vocab is known to hold (it only gains words), probed before it: a word table slot is
         # one cache miss, a dict lookup a Python int and two (~3 us a memory of a bulk insert)
         self._vocab_known = _kernels.word_table(16)
+        # removed slots and retired document slots whose postings are still held (a snapshot leaves
+        # them out): a term's document frequency must not count them (see `gone`)
+        self._gone: list[int] = []
+        self._gone_docs: list[int] = []
+        self._gone_sorted: tuple[np.ndarray, np.ndarray] | None = None
         self.n_alive = 0
         self.total_len = 0.0
         self.n_docs = 0
@@ -101,7 +107,7 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 8     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 9     # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
     # members a recall's load leaves unchecked: each chunk is checked as it is first read (_postings)
     PIECE_MEMBERS = tuple(f"{name}.{k}" for name in _POSTINGS for k in ("slots", "tfs"))
 
@@ -109,8 +115,9 @@ class LexicalShard:
         """The shard as arrays for `from_snapshot`; with `now`, also its scoring Structure brought up
         to date for that time (`_lexscore.saved`)."""
         out = {c: getattr(self, c).view for c in self._COLUMNS}
-        for name in self._POSTINGS:
-            out.update({f"{name}.{k}": v for k, v in getattr(self, name).arrays().items()})
+        dead = {"post": ~self.alive.view, "title_post": ~self.alive.view, "doc_post": self.doc_live.view <= 0}
+        for name in self._POSTINGS:     # without the postings of removed nodes: see `gone`
+            out.update({f"{name}.{k}": v for k, v in getattr(self, name).arrays(dead[name]).items()})
         ids = [""] * self.doc_len.size            # index = document slot; "" for retired slots
         for doc_id, ds in self.doc_slot_of.items():
             ids[ds] = doc_id
@@ -177,6 +184,14 @@ class LexicalShard:
             ids = [i.decode() for i in self._doc_ids[live].tolist()]
             self._doc_slot_of, self._doc_ids = dict(zip(ids, live.tolist())), None
         return self._doc_slot_of
+
+    def gone(self) -> tuple[np.ndarray, np.ndarray]:
+        """The removed slots and retired document slots that still hold postings, sorted. Scores count
+        live documents only (`_lexscore.live_df`), as a rebuild from the database or a snapshot does."""
+        if self._gone_sorted is None:
+            self._gone_sorted = (unique(np.asarray(self._gone, np.int32)),
+                                 unique(np.asarray(self._gone_docs, np.int32)))
+        return self._gone_sorted
 
     def vocabulary(self) -> dict[int, str]:
         """Term hash -> a word of the store it stands for (the words query expansion can reach)."""
@@ -280,6 +295,8 @@ class LexicalShard:
             del self._slot_of[key]
         self.alive.view[slot] = False
         self.n_alive -= 1
+        self._gone.append(slot)
+        self._gone_sorted = None
         if self._cache is not None:       # applied to the cached Structure at the next query
             self._removed.append(slot)
             if _lexupdate.rebuild_is_cheaper(len(self._removed), self.keys.size):
@@ -292,6 +309,7 @@ class LexicalShard:
         self.doc_multi.view[ds] = False
         if self.doc_live.view[ds] <= 0:   # a replaced document's new nodes get a fresh document slot
             self.n_docs -= 1
+            self._gone_docs.append(ds)
             self.total_doc_len -= float(self.doc_len.view[ds])
             if self._doc_at is None:          # once: scanning the dict per removal cost 7 ms at 100k
                 self._doc_at = {d: doc_id for doc_id, d in self.doc_slot_of.items()}

@@ -11,8 +11,11 @@ requests answer 429, then 500, then normally; later requests use ``server.defaul
     429          Too Many Requests with ``Retry-After: server.retry_after``
     500 / 503    a server error (OpenAI-style error body)
     400 / 401    a client error; 401 echoes the bearer token in its message, like some servers do
+    401_mangled  401 echoing the token transformed: URL-encoded, JSON-escaped and as a Python repr
+    500_echo     a server error whose plain-text (not JSON) body contains the bearer token
     slow         sleeps ``server.slow_seconds`` first (longer than the client's read timeout)
     slowish      sleeps ``server.slowish_seconds`` then answers (to observe concurrency)
+    trickle      a correct answer sent one byte every ``server.trickle_seconds`` (each read is quick)
     drop         closes the connection without answering
     wrong_dim    vectors one element short
     nan / inf    a NaN / infinite value in the first vector
@@ -32,6 +35,7 @@ import hashlib
 import json
 import threading
 import time
+import urllib.parse
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -40,6 +44,7 @@ import numpy as np
 OPENAI_PATH = "/v1/embeddings"
 DASHSCOPE_PATH = "/compatible-mode/v1/embeddings"
 OLLAMA_PATH = "/api/embed"
+TRICKLE = "x-test-trickle-seconds"   # a header the handler consumes: send the body slowly
 
 
 class EmbedServer:
@@ -49,6 +54,7 @@ class EmbedServer:
         self.retry_after = "0"
         self.slow_seconds = 1.0
         self.slowish_seconds = 0.15
+        self.trickle_seconds = 0.1
         self.requests: list[dict] = []    # one {"path", "headers", "json"} per request received
         self.in_flight = 0
         self.max_in_flight = 0
@@ -118,6 +124,12 @@ class EmbedServer:
             token = headers.get("authorization", "")
             return 401, {}, _error_body(f"Incorrect API key provided: {token.removeprefix('Bearer ')}",
                                         "invalid_api_key")
+        if behaviour in ("401_mangled", "500_echo"):
+            token = headers.get("authorization", "").removeprefix("Bearer ")
+            if behaviour == "500_echo":
+                return 500, {"Content-Type": "text/plain"}, f"upstream refused token {token}".encode()
+            mangled = f"{urllib.parse.quote(token, safe='')} {json.dumps(token)[1:-1]} {token!r}"
+            return 401, {}, _error_body(f"Incorrect API key provided: {mangled}", "invalid_api_key")
         if behaviour == "malformed":
             return 200, {}, b'{"data": [ {"embedding": [0.1, '
         texts = body.get("input")
@@ -151,7 +163,8 @@ class EmbedServer:
                      "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
             if path == DASHSCOPE_PATH:
                 reply["id"] = "req-" + hashlib.md5(json.dumps(texts).encode()).hexdigest()[:12]
-        return 200, {}, json.dumps(reply).encode()  # json allows NaN/Infinity literals, as some servers send
+        headers = {TRICKLE: str(self.trickle_seconds)} if behaviour == "trickle" else {}
+        return 200, headers, json.dumps(reply).encode()  # json allows NaN/Infinity literals, as some servers send
 
 
 def _error_body(message: str, code: str) -> bytes:
@@ -185,14 +198,21 @@ def _handler_for(server: EmbedServer):
             self._send(*result)
 
         def _send(self, status: int, headers: dict, payload: bytes):
+            headers = dict(headers)
+            trickle = float(headers.pop(TRICKLE, 0))
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                headers.setdefault("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(payload)
+                if not trickle:
+                    return self.wfile.write(payload)
+                for i in range(len(payload)):   # each byte soon enough for a per-read timeout
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle)
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
                 self.close_connection = True
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import traceback
+import urllib.parse
 
 import httpx
 import numpy as np
@@ -401,3 +403,61 @@ def _http_date(seconds_ahead: float) -> str:
     import email.utils
     import time
     return email.utils.formatdate(time.time() + seconds_ahead, usegmt=True)
+
+
+# -- review: an overall deadline, and keys that cannot leak -------------------------------------------
+
+def test_timeout_is_an_overall_deadline_not_per_read(server, sleeps):
+    server.trickle_seconds = 0.1          # every read is quick, but the whole answer would take ~30 s
+    server.script("trickle")
+    emb = openai(server, sleeps, timeout=0.5, max_attempts=1, dim=8)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match=r"timed out.*0\.5 s") as err:
+        emb.embed(["a", "b", "c"])
+    assert time.monotonic() - started < 2.0
+    assert_no_key(err.value)
+
+
+def test_a_trickled_answer_within_the_deadline_is_used(server, sleeps):
+    server.trickle_seconds = 0.0005
+    server.script("trickle")
+    emb = openai(server, sleeps, timeout=5.0, max_attempts=1)
+    np.testing.assert_allclose(emb.embed(["x"]), expected(server, ["x"]), atol=1e-6)
+
+
+@pytest.mark.parametrize("key", ["sk-é-secret-0123", "sk-secret\n0123", "sk-sec ret-0123", "sk-secret\t0123",
+                                 "sk-secret\x00123", "sk-secret\x7f123", "sk-\u200bsecret-0123"])
+def test_keys_that_are_not_printable_ascii_are_refused_without_showing_them(key):
+    with pytest.raises(InvalidArgument, match="api_key must be printable ASCII") as err:
+        OpenAIEmbedder("m", base_url="http://127.0.0.1:9/v1", api_key=key)
+    assert_not_in_chain(err.value, key, key[3:9], key[-4:])
+
+
+def test_surrounding_whitespace_of_a_key_is_still_trimmed(server, sleeps):
+    openai(server, sleeps, api_key=f"  {KEY}\n").embed(["x"])
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+ODD_KEY = "sk-odd/\\'\"+%&=?#-SECRET-42"     # characters that escaping and URL-encoding change
+
+
+@pytest.mark.parametrize("behaviour", ["401", "401_mangled", "500_echo"])
+def test_key_is_redacted_even_when_echoed_transformed(server, sleeps, behaviour):
+    server.script(behaviour)
+    with pytest.raises(EmbeddingError) as err:
+        openai(server, sleeps, api_key=ODD_KEY, max_attempts=1).embed(["x"])
+    assert "***" in str(err.value)
+    forms = [ODD_KEY, repr(ODD_KEY)[1:-1], json.dumps(ODD_KEY)[1:-1], urllib.parse.quote(ODD_KEY, safe=""),
+             urllib.parse.quote_plus(ODD_KEY), "SECRET-42"]
+    assert_not_in_chain(err.value, *forms)
+
+
+def assert_not_in_chain(exc: BaseException, *secrets: str):
+    """No secret in the message, repr, traceback or args of ``exc`` and of every exception chained to it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc) + repr(exc) + repr(exc.args) + "".join(traceback.format_exception(exc))
+        for secret in secrets:
+            assert secret not in text, f"{type(exc).__name__} shows the key"
+        exc = exc.__cause__ or exc.__context__

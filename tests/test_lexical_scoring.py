@@ -64,7 +64,7 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
     alive = [bool(shard.alive.view[x]) and shard.expires.view[x] > now for x in range(size)]
     terms = list(query_terms(query))
     tf = {h: dict(zip(*(a.tolist() for a in shard.post.get(h)))) if shard.post.get(h) else {} for h in terms}
-    idf = {h: math.log(1 + (max(shard.n_alive, len(tf[h])) - len(tf[h]) + 0.5) / (len(tf[h]) + 0.5)) for h in terms}
+    idf = {h: bm25_idf(shard.n_alive, live_df(shard, tf[h])) for h in terms}   # forgotten nodes don't count
     doc = shard.doc.view
 
     def shared(h, x):
@@ -121,8 +121,8 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
                 dp = shard.doc_post.get(h)
                 if dp is not None and doc[x] in dp[0].tolist():
                     dtf = float(dp[1][dp[0] == doc[x]].sum())     # a late section adds a posting
-                    df = len(set(dp[0].tolist()))
-                    didf = math.log(1 + (max(shard.n_docs, df) - df + 0.5) / (df + 0.5))
+                    df = len({d for d in dp[0].tolist() if shard.doc_live.view[d] > 0})   # nor retired documents
+                    didf = bm25_idf(shard.n_docs, df)
                     nm = k1 * (1 - b + b * shard.doc_len.view[doc[x]] / avg_doc)
                     score[x] += s.parent_weight * didf * (k1 + 1) * dtf / (dtf + nm)
         named = [h for h in terms if (tp := shard.title_post.get(h)) is not None and x in tp[0].tolist()]
@@ -139,8 +139,15 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
 
 
 def idf_title(shard, h):
-    df = len(shard.title_post.get(h)[0])
-    return math.log(1 + (max(shard.n_alive, df) - df + 0.5) / (df + 0.5))     # tf 1, length 1: BM25 = idf
+    return bm25_idf(shard.n_alive, live_df(shard, shard.title_post.get(h)[0].tolist()))  # tf 1, length 1: BM25 = idf
+
+
+def live_df(shard, slots) -> int:
+    return sum(1 for x in slots if shard.alive.view[x])
+
+
+def bm25_idf(n: int, df: int) -> float:
+    return math.log(1 + (max(n, df) - df + 0.5) / (df + 0.5))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -395,3 +402,28 @@ def test_a_structure_is_built_with_every_field_and_no_other():
         Structure(**{k: v for k, v in fields.items() if k != "size"})
     with pytest.raises(TypeError, match="colour"):
         Structure(**fields, colour=1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_snapshot_drops_forgotten_postings_and_scores_as_before(seed):
+    """Forgotten nodes count in no document frequency, whether their postings are still held (in
+    memory) or were left out (a snapshot); removals after the load are counted out again."""
+    rng = random.Random(seed)
+    shard, queries = corpus(rng, seed % 2 == 1)
+    dead = np.flatnonzero(~shard.alive.view)
+    assert len(dead) and len(shard.gone()[0]) == len(dead)
+    loaded = LexicalShard.from_snapshot(dict(shard.snapshot(100.0)), shard.s)
+    assert not np.isin(loaded.post.arrays()["slots"], dead).any() and not len(loaded.gone()[0])
+    for q in queries:
+        got = loaded.scores(query_terms(q), _text.question_cues(q), 100.0)
+        assert np.allclose(got, shard.scores(query_terms(q), _text.question_cues(q), 100.0), rtol=1e-5, atol=1e-6), q
+    for k in rng.sample(sorted(k for k, x in loaded.slot_of.items() if loaded.alive.view[x]), 5):
+        loaded.remove(k)
+    _scores_follow_the_formula(loaded, queries)
+
+
+def test_live_df_counts_the_postings_not_gone():
+    slots = np.array([1, 4, 6, 9, 12], np.int32)
+    for gone in ([], [0], [4], [4, 9, 13], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], [20]):
+        want = len(set(slots.tolist()) - set(gone))
+        assert _lexscore.live_df(slots, np.array(gone, np.int32)) == want, gone

@@ -26,13 +26,13 @@ def store(tmp_path):
     return tmp_path, expected
 
 
-def loaded_from_snapshot(mem, monkeypatch):
+def loaded_from_snapshot(mem, monkeypatch, space="project:p"):
     calls = []
     real = _shards.Shards._rows
     monkeypatch.setattr(_shards.Shards, "_rows",
                         lambda self, where, params: calls.append((where, tuple(params))) or real(self, where, params))
     mem.recall("amber")
-    return ("d.space = ?", ("project:p",)) not in calls
+    return ("d.space = ?", (space,)) not in calls
 
 
 def test_snapshot_written_and_used(store, monkeypatch):
@@ -101,13 +101,13 @@ def test_bad_snapshot_is_rebuilt(store, tmp_path_factory, damage, monkeypatch, c
 
 
 # ----------------------------------------------------------------------------------- vectors
-def vectors_from_snapshot(mem, monkeypatch) -> bool:
+def vectors_from_snapshot(mem, monkeypatch, space="project:p") -> bool:
     """Load the space's vectors; True if they came from `.vec.npz` rather than SQLite's rows."""
     calls = []
     real = _shards.Shards._load_vector_snapshot
     monkeypatch.setattr(_shards.Shards, "_load_vector_snapshot",
                         lambda self, space: calls.append(r := real(self, space)) or r)
-    mem.shards.get("project:p").vec
+    mem.shards.get(space).vec
     return calls[0] is not None
 
 
@@ -356,3 +356,60 @@ def test_damage_found_while_saving_is_logged_not_raised(store, caplog, monkeypat
     assert "not saving index snapshots" in caplog.text and "postings fail" in caplog.text
     with MemoryEngine(path, project="p") as mem:        # the older snapshot, the change log replayed on it
         assert any("otters" in h.text for h in mem.recall("one more note about otters"))
+
+
+# ----------------------------------------------------------------------------------- review
+def _drop_index_files(path):
+    for f in (path / "index").iterdir():
+        f.unlink()
+
+
+def test_forgotten_memories_leave_the_bm25_statistics(tmp_path, monkeypatch):
+    """Document frequencies count live memories only: after forgetting, the scores in memory, from
+    the snapshot saved at close and from a rebuild out of SQLite are all the same. (No neighbour
+    context, so that a forgotten memory cannot change which memories neighbour each other.)"""
+    settings = Settings(neighbor_weights=())
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        ids = [m.id for m in mem.remember_many([{"content": t, "force": True} for t in TEXTS[:600]])]
+        before = results(mem)                     # the space is loaded: forgetting updates its index
+        for i, doc in enumerate(ids):
+            if i % 4 == 0 and i % 3:              # most 'amber' memories, a few of the others
+                mem.forget(doc)
+            elif i % 29 == 0:
+                mem.forget(doc)
+        in_memory = results(mem)
+        lex = mem.shards.get("project:p").lex
+        assert lex.n_alive < lex.keys.size and in_memory != before
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        assert loaded_from_snapshot(mem, monkeypatch)
+        from_snapshot = results(mem)
+    _drop_index_files(tmp_path)
+    with MemoryEngine(tmp_path, project="p", settings=settings) as mem:
+        rebuilt = results(mem)
+    assert from_snapshot == rebuilt
+    assert in_memory == rebuilt
+
+
+def test_a_snapshot_saved_under_another_spaces_name_is_ignored(tmp_path, monkeypatch):
+    """Snapshots name the space they are of: space A's files copied over space B's (same store, a
+    valid seq) are ignored and B is rebuilt from SQLite, so B's recall answers with B's memories."""
+    texts = {"a": [f"alpha note {i}: the amber lantern {i % 7}" for i in range(300)],
+             "b": [f"beta note {i}: the cobalt lantern {i % 7}" for i in range(300)]}
+    for project, batch in texts.items():
+        with MemoryEngine(tmp_path, project=project) as mem:
+            mem.remember_many([{"content": t, "force": True} for t in batch])
+            mem.recall("lantern")                                      # loads the lexical index
+            mem.remember(f"a {project} lantern, checked for duplicates")  # loads the vectors
+    files = {p: mem.shards.files(f"project:{p}") for p in texts}
+    for a_file, b_file in zip(files["a"], files["b"]):
+        if a_file.suffix == ".npz":
+            assert a_file.exists() and b_file.exists()
+            shutil.copy(a_file, b_file)
+    with MemoryEngine(tmp_path, project="b") as mem:
+        assert not loaded_from_snapshot(mem, monkeypatch, "project:b")
+        hits = mem.recall("lantern", scope="project", limit=50)
+        assert hits and all(h.space == "project:b" and h.text.startswith(("beta", "a b ")) for h in hits)
+        assert not vectors_from_snapshot(mem, monkeypatch, "project:b")
+        b_keys = {k for k, in mem.store.query("SELECT n.key FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                              "WHERE d.space = 'project:b'")}
+        assert set(mem.shards.get("project:b").vec.row_of) == b_keys

@@ -4,15 +4,19 @@ One ``httpx.Client`` per embedder; texts are cut into batches that a small threa
 concurrently; transient failures (connect errors, timeouts, 429, 5xx) are retried a bounded number
 of times with exponential backoff and jitter, honouring ``Retry-After``; every response is checked
 (well-formed JSON, one finite vector per input, the expected dimension) before it is used.
+``timeout`` bounds each attempt as a whole: httpx's own timeouts are per read, so a server that
+trickles its answer would otherwise hold a request open indefinitely.
 
-Only the configured endpoint is contacted, and nothing else is sent. The API key is held in a
-`_Secret` whose repr is masked and is scrubbed from every error message.
+Only the configured endpoint is contacted, and nothing else is sent. The API key must be printable
+ASCII without spaces (it goes into a header); it is held in a `_Secret` whose repr is masked, and it is
+scrubbed from every error message, also when a server echoes it escaped or URL-encoded.
 """
 
 from __future__ import annotations
 
 import base64
 import email.utils
+import json
 import math
 import random
 import threading
@@ -20,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable
+from urllib.parse import quote, quote_plus
 
 import httpx
 import numpy as np
@@ -31,10 +36,21 @@ from .base import Embedder
 class _Secret:
     """An API key that never shows itself in a repr, a str or a traceback's locals."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_forms")
 
     def __init__(self, value: str | None):
         self.value = value or None
+        # How a server or our own formatting may spell the key: escaped (repr, JSON, JSON with "\/"),
+        # URL-encoded. Longest first, so a form is never half-replaced by a shorter one inside it.
+        forms = {value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value)[1:-1].replace("/", "\\/"),
+                 quote(value, safe=""), quote(value), quote_plus(value)} if value else set()
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every spelling of the key replaced by ``***``."""
+        for form in self._forms:
+            text = text.replace(form, "***")
+        return text
 
     def __repr__(self) -> str:
         return "<secret>" if self.value else "<none>"
@@ -56,6 +72,21 @@ def check_positive_float(owner: str, name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InvalidArgument(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def check_api_key(owner: str, value) -> str | None:
+    """The key without surrounding whitespace; it must be printable ASCII, as an HTTP header needs.
+    The message never shows the key, not even in part."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{owner}: api_key must be a string or None, got {type(value).__name__}")
+    key = value.strip()
+    if not all("!" <= c <= "~" for c in key):
+        raise InvalidArgument(f"{owner}: api_key must be printable ASCII without spaces or control characters; "
+                              "the key given has another character (not shown here: check for a stray "
+                              "newline, a non-breaking space or a typographic quote)")
+    return key or None
 
 
 def check_text(owner: str, name: str, value, example: str) -> str:
@@ -110,9 +141,7 @@ class HttpEmbedder(Embedder):
         owner = self.provider
         self.model = check_text(owner, "model", model, "text-embedding-3-small")
         self.url, self.display_url = self._endpoint_url(base_url)
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidArgument(f"{owner}: api_key must be a string or None, got {type(api_key).__name__}")
-        self._key = _Secret(api_key.strip() if api_key else None)
+        self._key = _Secret(check_api_key(owner, api_key))
         self._dim = None if dim is None else check_positive_int(owner, "dim", dim)
         self.batch_size = check_positive_int(
             owner, "batch_size", self.default_batch_size if batch_size is None else batch_size)
@@ -123,12 +152,13 @@ class HttpEmbedder(Embedder):
         if not callable(sleep):
             raise InvalidArgument(f"{owner}: sleep must be a function taking seconds, like time.sleep")
         self._sleep = sleep
+        self.timeout = check_positive_float(owner, "timeout", timeout)
+        self.connect_timeout = check_positive_float(owner, "connect_timeout", connect_timeout)
         headers = {"Accept": "application/json", "User-Agent": "ipy-memory"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key.value}"
         self._client = httpx.Client(
-            timeout=httpx.Timeout(check_positive_float(owner, "timeout", timeout),
-                                  connect=check_positive_float(owner, "connect_timeout", connect_timeout)),
+            timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
             headers=headers, transport=transport, follow_redirects=False)
         self._dim_lock = threading.Lock()
 
@@ -248,9 +278,11 @@ class HttpEmbedder(Embedder):
         for attempt in range(1, self.max_attempts + 1):
             retry_after = None
             try:
-                response = self._client.post(self.url, json=payload)
-            except httpx.TimeoutException as exc:
-                problem = f"timed out ({type(exc).__name__})"
+                response = self._post_once(payload)
+            except httpx.ConnectTimeout:
+                problem = f"timed out connecting (connect_timeout={self.connect_timeout:g} s)"
+            except httpx.TimeoutException:
+                problem = f"timed out: no complete answer within timeout={self.timeout:g} s"
             except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 problem = f"connection failed ({type(exc).__name__}: {exc})"
             except httpx.HTTPError as exc:  # e.g. an unsupported protocol: retrying cannot help
@@ -270,6 +302,23 @@ class HttpEmbedder(Embedder):
                 self._sleep(self._delay(attempt, retry_after))
         raise self._error(f"gave up after {self.max_attempts} attempt(s); last: {problem}")
 
+    def _post_once(self, payload: dict) -> httpx.Response:
+        """One attempt, whose whole answer must arrive by ``timeout`` seconds after it starts."""
+        deadline = time.monotonic() + self.timeout
+        with self._client.stream("POST", self.url, json=payload) as streamed:
+            if streamed.is_stream_consumed:  # a transport that answered in full (httpx.MockTransport)
+                return streamed
+            raw = bytearray()
+            for chunk in streamed.iter_raw():
+                if time.monotonic() > deadline:
+                    break
+                raw += chunk
+            if time.monotonic() > deadline:  # leaving the block closes the connection mid-answer
+                raise httpx.ReadTimeout("no complete answer by the deadline", request=streamed.request)
+            # rebuilt from the raw bytes, so httpx still decodes any Content-Encoding
+            return httpx.Response(streamed.status_code, headers=streamed.headers, content=bytes(raw),
+                                  request=streamed.request)
+
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # the server said when: do as told, within our cap
             return min(retry_after, self.max_backoff)
@@ -287,7 +336,7 @@ class HttpEmbedder(Embedder):
         return "pass api_key=... or set IPY_MEMORY_API_KEY"
 
     def _snippet(self, response: httpx.Response, limit: int = 200) -> str:
-        text = " ".join(response.text.split())
+        text = " ".join(self._key.scrub(response.text).split())  # scrubbed before repr() escapes it
         return repr(text[:limit] + ("..." if len(text) > limit else ""))
 
     def _detail(self, response: httpx.Response) -> str:
@@ -297,7 +346,7 @@ class HttpEmbedder(Embedder):
             err = response.json().get("error")
             msg = err.get("message") if isinstance(err, dict) else err
             if isinstance(msg, str) and msg.strip():
-                return " ".join(msg.split())[:300]
+                return " ".join(self._key.scrub(msg).split())[:300]
         except (ValueError, AttributeError):
             pass
         return self._snippet(response) if response.content else "(empty body)"
@@ -305,9 +354,8 @@ class HttpEmbedder(Embedder):
     def _error(self, what: str, status: int | None = None) -> EmbeddingError:
         where = f"POST {self.display_url}" + (f" (HTTP {status})" if status is not None else "")
         message = f"{self.provider} embeddings ({self.model}): {where}: {what}"
-        if self._key:  # a server may echo the key back; it must never reach a message
-            message = message.replace(self._key.value, "***")
-        return EmbeddingError(message)
+        # a server may echo the key back, in any spelling; it must never reach a message
+        return EmbeddingError(self._key.scrub(message))
 
     def _bad(self, what: str, status: int) -> EmbeddingError:
         return self._error(f"unexpected response: {what}", status)
