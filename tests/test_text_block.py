@@ -119,7 +119,9 @@ def test_compiled_ascii_words_are_the_python_ones(text):
 
 
 _SPECIAL = ["İstanbul", "ΣΊΣΥΦΟΣ", "straße", "ﬁle", "e\u0301", "x²", "²", "٣", "Ⅻ", "_a_", "日本語", "の", "ー", "・",
-            "한국어", "가", "ｆｕｌｌ", "\U0001d400bc", "\U00020000\U00020001", "a1_b2", "Ⅰ", "\ud800", "\x00", " ", "the"]
+            "한국어", "가", "ｆｕｌｌ", "\U0001d400bc", "\U00020000\U00020001", "a1_b2", "Ⅰ", "\ud800", "\x00", " ", "the",
+            "re\u0301sume\u0301", "ＡＢＣ", "ｶﾀｶﾅ", "㍿", "①", "\u1100\u1161", "ǰ", "K", "ＴＨＥ", "\u00a0", "\u3000", "ﾞ",
+            "，", "！ｘ？", "\u2009", "\u202f", "…", "～", "＿a", "\uff5f"]
 
 
 @pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
@@ -131,6 +133,17 @@ def test_compiled_words_are_the_python_ones_for_any_text(text):
     """Case mapping that changes the length, letters and digits of every script, CJK runs next to
     other letters, astral characters, lone surrogates: the same tokens as the regex."""
     assert _kernels.text_words(text, _text.STOP_WORDS) == _text._words_python(text)
+
+
+@pytest.mark.parametrize("words", [_text._words_python] + ([lambda t: _kernels.text_words(t, _text.STOP_WORDS)]
+                                                             if _kernels.COMPILED else []), ids=["python", "compiled"][:1 + _kernels.COMPILED])
+def test_words_are_nfkc_normalised(words):
+    """A decomposed accent (NFD, as macOS file names and some keyboards give it), fullwidth or
+    halfwidth forms and ligatures are the words a query typed the usual way has, and back."""
+    assert words("My re\u0301sume\u0301 and cafe\u0301") == words("My résumé and café") == ("résumé", "café")
+    assert words("ＡＢＣ ｄａｔａ ＴＨＥ １２") == words("abc data the 12") == ("abc", "data", "12")
+    assert words("ﬁle ｶﾀｶﾅ") == words("file カタカナ") == ("file", "カタ", "タカ", "カナ")
+    assert words("plain ascii") == ("plain", "ascii")
 
 
 @pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
