@@ -2,7 +2,8 @@
 
 Only what memory needs: ATX (`## x`) and setext (`x` underlined by `===`/`---`) headings, fenced
 code blocks (whose `#` lines are code, not headings; an unclosed fence runs to the end) and a
-leading YAML front-matter block (kept as text, never parsed into headings).
+leading YAML front-matter block (kept as text, never parsed into headings). A leading byte order
+mark (U+FEFF) is dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FRONT_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
+_BOM = "\ufeff"      # some editors start a file with one: it would hide the first heading
 _SENTENCE = re.compile(r"^(.{1,120}?)(?:[.!?。！？](?:\s|$)|\n|$)", re.S)
 
 
@@ -33,6 +35,7 @@ def _clean_heading(text: str) -> str:
 
 
 def parse(text: str) -> list[Section]:
+    text = text.removeprefix(_BOM)
     # one line without "#" (printable: no line break of any kind str.splitlines knows) holds no
     # heading: most memories, and the line pass costs them ~3 us
     if "#" not in text and text.isprintable():
@@ -113,5 +116,6 @@ def default_title(text: str, sections: list[Section]) -> str:
     for s in sections:
         if s.level and s.title:
             return s.title
-    m = _SENTENCE.match(text.strip())
-    return squeeze_spaces(m.group(1) if m else text.strip()[:120])
+    text = text.removeprefix(_BOM).strip()
+    m = _SENTENCE.match(text)
+    return squeeze_spaces(m.group(1) if m else text[:120])

@@ -1,6 +1,7 @@
 """Text normalisation and tokenisation shared by the lexical index and the hashing embedder.
 
-Latin-script words are lower-cased, stop-words dropped and (for the lexical index) stemmed with the
+Text is NFKC-normalised (a decomposed accent, fullwidth and halfwidth forms are the words a query
+types), Latin-script words are lower-cased, stop-words dropped and (for the lexical index) stemmed with the
 Snowball English stemmer. CJK runs have no spaces between words, so they become overlapping
 character bigrams (a lone character stays a unigram): the standard CJK analyser recipe, which makes
 Chinese and Japanese searchable without a dictionary.
@@ -96,7 +97,8 @@ def _cjk_grams(run: str) -> list[str]:
 
 
 def words(text: str) -> tuple[str, ...]:
-    """Lower-cased words without stop-words; CJK runs split into character bigrams. Not stemmed.
+    """NFKC-normalised, lower-cased words without stop-words; CJK runs split into character bigrams.
+    Not stemmed.
 
     A write tokenises each text twice, for the embedder and for the lexical index: the last few
     thousand short texts' words are kept, so the second time costs a lookup."""
@@ -110,6 +112,8 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def _words_python(text: str) -> tuple[str, ...]:
+    if not text.isascii():      # NFKC: "e\u0301" is "é" and "ＡＢＣ" "ABC", as a query types them
+        text = unicodedata.normalize("NFKC", text)
     text = text.lower()
     if text.isascii():          # no CJK token: one filter, no per-token script test
         return tuple(t for t in _ASCII_TOKEN.findall(text) if t not in STOP_WORDS and (len(t) > 1 or t.isdigit()))

@@ -99,3 +99,14 @@ def test_screened_lines_parse_as_every_regex_on_every_line(lines, sep):
     from ipy_memory._markdown import _parse_lines
     text = sep.join(lines)
     assert _parse_lines(text) == _parse_lines(text, screen=False)
+
+
+def test_a_leading_byte_order_mark_hides_no_heading():
+    """Files saved by some editors start with U+FEFF: the first heading, front matter and default
+    title are found as without it."""
+    secs = parse("\ufeff# Title\nbody\n## Sub\nmore")
+    assert [(s.path, s.body) for s in secs] == [("Title", "body"), ("Title/Sub", "more")]
+    assert paths("\ufeff---\ntitle: x\n---\n# Real\nbody") == ["", "Real"]
+    assert paths("\ufeffTitle\n=====\nx") == ["Title"]
+    assert parse("\ufeffplain note")[0].body == "plain note"
+    assert default_title("\ufeffHello world. More.", parse("\ufeffHello world. More.")) == "Hello world"

@@ -103,7 +103,7 @@ PyObject *ascii_cues(PyObject *self, PyObject *arg)
 
 const char text_words_doc[] = PyDoc_STR(
 "text_words(text, stop_words) -> tuple\n--\n\n"
-"_text._words_python(text): the text lower-cased (str.lower), its runs of CJK characters (kana,\n"
+"_text._words_python(text): the text NFKC-normalised and lower-cased (str.lower), its runs of CJK characters (kana,\n"
 "CJK ideographs, hangul) as character bigrams (a lone character stays itself) and its runs of other\n"
 "letters and digits (re's \\w without '_'), in order, without the tokens in the set stop_words and\n"
 "without single characters that are not digits.");
@@ -149,11 +149,82 @@ static int ascii_text_words(PyObject *text, PyObject *stop, PyObject *out)
 /* re's \w is Py_UNICODE_ISALNUM or '_' (sre's SRE_UNI_IS_WORD); the pattern excludes '_' and CJK */
 static int is_word_char(Py_UCS4 c) { return c != '_' && !is_cjk_char(c) && Py_UNICODE_ISALNUM(c); }
 
-/* Other text: str.lower() first (it may change the length: "İ" becomes "i" + a combining dot), then
- * what _text._cjk_patterns()[0] finds in it, token by token as _words_python treats them. */
+/* NFKC's own image of the characters that most often keep a text from being NFKC already: the
+ * fullwidth forms of ASCII (Chinese punctuation ，！？：；（）, fullwidth letters and digits) and the
+ * spaces it reads as ' '. */
+static Py_UCS4 ascii_image(Py_UCS4 c)
+{
+    if (c >= 0xFF01 && c <= 0xFF5E)
+        return c - 0xFEE0;
+    if (c == 0xA0 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000)
+        return ' ';
+    return c;
+}
+
+/* text with ascii_image applied (a new reference), or NULL with an exception set: what NFKC makes
+ * of it is what it makes of text (each such character decomposes to that image), and its quick
+ * check then passes over most Chinese text, whose full normalisation cost 3x the words' own pass. */
+static PyObject *ascii_images(PyObject *text)
+{
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_UCS4 widest = 0;
+    int changed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Py_UCS4 c = PyUnicode_READ(kind, data, i), image = ascii_image(c);
+        changed |= image != c;
+        widest = Py_MAX(widest, image);
+    }
+    if (!changed) {
+        Py_INCREF(text);
+        return text;
+    }
+    PyObject *out = PyUnicode_New(n, widest);          /* at the width of its widest character, as str's own */
+    if (!out)
+        return NULL;
+    const int okind = PyUnicode_KIND(out);
+    void *odata = PyUnicode_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyUnicode_WRITE(okind, odata, i, ascii_image(PyUnicode_READ(kind, data, i)));
+    return out;
+}
+
+/* unicodedata.normalize("NFKC", text), a new reference (text itself when it is NFKC already: the
+ * quick check finds that in one pass), or NULL with an exception set. */
+static PyObject *nfkc(PyObject *text)
+{
+    static PyObject *normalize, *form;
+    if (!normalize) {
+        PyObject *module = PyImport_ImportModule("unicodedata");
+        PyObject *fn = module ? PyObject_GetAttrString(module, "normalize") : NULL;
+        PyObject *name = fn ? PyUnicode_InternFromString("NFKC") : NULL;
+        Py_XDECREF(module);
+        if (!name) {
+            Py_XDECREF(fn);
+            return NULL;
+        }
+        if (normalize) {           /* another thread got here first while the import let go of the GIL */
+            Py_DECREF(fn);
+            Py_DECREF(name);
+        } else {
+            normalize = fn;
+            form = name;
+        }
+    }
+    PyObject *mapped = ascii_images(text);
+    PyObject *out = mapped ? PyObject_CallFunctionObjArgs(normalize, form, mapped, NULL) : NULL;
+    Py_XDECREF(mapped);
+    return out;
+}
+
+/* Other text: NFKC, then str.lower() (either may change the length: "İ" becomes "i" + a combining
+ * dot), then what _text._cjk_patterns()[0] finds in it, token by token as _words_python treats them. */
 static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out)
 {
-    PyObject *low = PyObject_CallMethod(text, "lower", NULL);
+    PyObject *normal = nfkc(text);
+    PyObject *low = normal ? PyObject_CallMethod(normal, "lower", NULL) : NULL;
+    Py_XDECREF(normal);
     if (!low)
         return -1;
     const int kind = PyUnicode_KIND(low);
