@@ -37,6 +37,13 @@ CREATE INDEX IF NOT EXISTS edges_space ON edges(space, kind)
 """
 
 
+def _sequence(value, field: str) -> tuple:
+    # a str is iterable too: names="hot" would become the tiers ('h', 'o', 't')
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise InvalidArgument(f"TierPolicy.{field} must be a tuple or list, not {type(value).__name__}")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class TierPolicy:
     """Tier names (hottest first) and how long a document may go unused before moving down.
@@ -50,7 +57,7 @@ class TierPolicy:
     limit_per_hop: int | None = None
 
     def __post_init__(self):
-        names, ages = tuple(self.names), tuple(self.max_age)
+        names, ages = _sequence(self.names, "names"), _sequence(self.max_age, "max_age")
         if not names or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
             raise InvalidArgument("TierPolicy.names must be distinct non-empty strs, hottest first, e.g. ('hot', 'warm', 'cold')")
         if len(ages) != len(names) - 1:

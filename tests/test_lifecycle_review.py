@@ -1,0 +1,37 @@
+"""Review findings on backup(), forget() after dream(), exchanges, TierPolicy, rotate() and re-embedding."""
+
+import os
+import sqlite3
+
+import pytest
+
+from ipy_memory import EmbedderMismatch, HashEmbedder, InvalidArgument, MemoryEngine
+from ipy_memory.config import DAY
+from ipy_memory.lifecycle import TierPolicy
+
+
+@pytest.fixture
+def mem(tmp_path, clock):
+    with MemoryEngine(tmp_path / "store", project="proj", session="s1", clock=lambda: clock[0]) as m:
+        yield m
+
+
+def _count(path, table="documents"):
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    finally:
+        con.close()
+
+
+# ------------------------------------------------------------------------------ TierPolicy
+@pytest.mark.parametrize("names", [None, "hot", ("hot", 3), ["hot", "warm", "cold", ""], 5])
+def test_tier_policy_names_are_validated(names):
+    with pytest.raises(InvalidArgument, match="names"):
+        TierPolicy(names=names)
+
+
+@pytest.mark.parametrize("ages", [None, 7.0, "7"])
+def test_tier_policy_ages_are_validated(ages):
+    with pytest.raises(InvalidArgument, match="max_age"):
+        TierPolicy(max_age=ages)
