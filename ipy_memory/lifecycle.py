@@ -115,7 +115,8 @@ class LifecycleMixin(AccessMixin):
     # ------------------------------------------------------------------------------ tiers
     @locked
     def rotate(self, limit_per_hop: int | None = None, reason: str = "manual") -> dict:
-        """Move documents unused for longer than their tier's age limit one tier colder (hot -> warm -> cold).
+        """Move documents unused for longer than their tier's age limit one tier colder (hot -> warm -> cold);
+        a document moves at most one tier per call.
 
         Returns {"hops": [{"from", "to", "documents", "nodes"}], "moved_documents", "moved_nodes",
         "last_rotation", "previous_rotation", "reason"}."""
@@ -128,7 +129,9 @@ class LifecycleMixin(AccessMixin):
         previous = (self._meta_json("last_rotation") or {}).get("at")
         hops = []
         with self.store.write() as db:
-            for i, (src, dst) in enumerate(zip(policy.names, policy.names[1:])):
+            # coldest hop first, so a document moved down by this call is not picked again by the next hop
+            for i in reversed(range(len(policy.names) - 1)):
+                src, dst = policy.names[i], policy.names[i + 1]
                 cutoff = now - policy.max_age[i]
                 # documents in a tier this policy does not name (e.g. after renaming tiers) count as hottest
                 marks = ",".join("?" * len(policy.names))
@@ -146,7 +149,7 @@ class LifecycleMixin(AccessMixin):
                     db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space FROM nodes n "
                                f"JOIN documents d ON d.id = n.document_id WHERE d.id IN ({m})", chunk)
                     nodes += db.execute(f"SELECT count(*) FROM nodes WHERE document_id IN ({m})", chunk).fetchone()[0]
-                hops.append({"from": src, "to": dst, "documents": len(ids), "nodes": nodes})
+                hops.insert(0, {"from": src, "to": dst, "documents": len(ids), "nodes": nodes})
             report = {"at": now, "reason": reason, "moved": sum(h["documents"] for h in hops)}
             self._set_meta(db, "last_rotation", report)
         self._next_rotation_check = now + policy.interval
