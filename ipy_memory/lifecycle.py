@@ -121,6 +121,7 @@ class LifecycleMixin(AccessMixin):
         Returns {"hops": [{"from", "to", "documents", "nodes"}], "moved_documents", "moved_nodes",
         "last_rotation", "previous_rotation", "reason"}."""
         self._writable("rotate")
+        self._check_epoch()                 # tier moves reach the loaded vectors: they must be this model's
         if limit_per_hop is not None:
             limit_per_hop = v.integer(limit_per_hop, "limit_per_hop (None = no limit)", 1, 10**9)
         reason = v.text(reason, "reason", max_chars=200)
@@ -185,6 +186,7 @@ class LifecycleMixin(AccessMixin):
         copy used for rescoring) and the in-memory search precision with its size: float16 for the
         hottest tier, int8 for the colder ones (`index_bytes_saved` against float16 everywhere)."""
         self._check_open()
+        self._check_epoch()                 # the sizes below are this engine's model's
         self._flush_accesses()
         names, dim = self._policy().names, self.embedder.dim
 
@@ -213,6 +215,7 @@ class LifecycleMixin(AccessMixin):
         indexed at least as long (expiry) and its document keeps at least one node; documents and
         their source text are never touched. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
         self._writable("dream")
+        self._check_epoch()                 # edges are scored from the stored vectors at this model's width
         spaces = self._spaces(scope, v.name(project, "project") if project is not None else None, None)
         threshold = v.number(threshold if threshold is not None else self.dream_threshold, "threshold", 0.0, 1.0)
         neighbors = v.integer(neighbors if neighbors is not None else self.dream_neighbors, "neighbors", 1, 100)
@@ -339,6 +342,7 @@ class LifecycleMixin(AccessMixin):
         `log_retention` seconds (7 days) ago at an earlier compact(); see docs/lifecycle.md.
         Returns bytes before / after and what was done."""
         self._writable("compact")
+        self._check_epoch()                 # it reloads vector indexes
         vacuum = v.flag(vacuum, "vacuum")
         self._flush_accesses()
         path = self.store.path

@@ -35,3 +35,19 @@ def test_tier_policy_names_are_validated(names):
 def test_tier_policy_ages_are_validated(ages):
     with pytest.raises(InvalidArgument, match="max_age"):
         TierPolicy(max_age=ages)
+
+
+# ------------------------------------------------------------------------------ after another engine re-embeds
+@pytest.mark.parametrize("op", ["dream", "compact", "rotate", "tier_stats"])
+def test_lifecycle_ops_notice_another_engines_reembed(tmp_path, op):
+    a = MemoryEngine(tmp_path, project="p", embedder=HashEmbedder(384))
+    b = MemoryEngine(tmp_path, project="p", embedder=HashEmbedder(384))
+    try:
+        a.remember("# Herons\nsome fact about herons\n## Egrets\nand egrets")
+        b.recall("herons")                               # b holds the 384-dim vectors
+        a.reembed(HashEmbedder(64), progress=False)
+        with pytest.raises(EmbedderMismatch, match="re-embedded"):
+            getattr(b, op)()
+    finally:
+        a.close()
+        b.close()
