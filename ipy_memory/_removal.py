@@ -42,12 +42,19 @@ class RemovalMixin:
         if not rows:
             db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
             return
-        parts = [(("#" * depth + " " + title + "\n\n") if depth else "") + body for depth, title, body in rows]
-        content = "\n\n".join(parts)
+        kind, title = db.execute("SELECT kind, title FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        if kind == "exchange":
+            # laid out as _ingest.prepare_exchange does: "speaker: text" turns, hashed with the session id
+            content = "\n\n".join(f"{speaker}: {body}" for _, speaker, body in rows)
+            digest = content_hash(title + "\n" + content)
+        else:
+            content = "\n\n".join((("#" * depth + " " + heading + "\n\n") if depth else "") + body
+                                  for depth, heading, body in rows)
+            digest = content_hash(content)
         db.execute("UPDATE nodes SET body = COALESCE(body, (SELECT content FROM documents WHERE id = ?)) "
                    "WHERE document_id = ?", (doc_id, doc_id))
         db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
-                   (content, content_hash(content), self.clock(), doc_id))
+                   (content, digest, self.clock(), doc_id))
 
     @locked
     def purge_expired(self) -> int:

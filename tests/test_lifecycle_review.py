@@ -24,6 +24,16 @@ def _count(path, table="documents"):
         con.close()
 
 
+# ------------------------------------------------------------------------------ forget and exchanges
+def test_forgetting_a_turn_of_an_exchange_keeps_the_speakers(mem):
+    r = mem.remember_exchange("chat-1", [{"role": "user", "content": "Where do sales land?"},
+                                         {"role": "assistant", "content": "In warehouse.sales, nightly."},
+                                         {"role": "user", "content": "And the backups?"}])
+    assert mem.get(r.id).content.startswith("user: Where do sales land?")
+    mem.forget(f"{r.id}#1")
+    assert mem.get(r.id).content == "user: Where do sales land?\n\nuser: And the backups?"
+
+
 # ------------------------------------------------------------------------------ TierPolicy
 @pytest.mark.parametrize("names", [None, "hot", ("hot", 3), ["hot", "warm", "cold", ""], 5])
 def test_tier_policy_names_are_validated(names):
