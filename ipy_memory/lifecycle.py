@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _validate as v
+from . import _backup, _validate as v
 from ._log import log
 from .config import DAY
-from .errors import InvalidArgument, ReadOnlyError, StorageError
+from .errors import InvalidArgument, ReadOnlyError
 from .store import decode_vecs
 from ._access import AccessMixin
 from ._locking import locked
@@ -308,31 +308,15 @@ class LifecycleMixin(AccessMixin):
     # ------------------------------------------------------------------------------ backup and compaction
     @locked
     def backup(self, path: str | os.PathLike) -> dict:
-        """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
+        """Copy the database to `path` with SQLite's online backup API (safe while others write).
+
+        `path` may not be the live database, a -wal/-shm/-journal file or inside the index directory;
+        an existing file there is replaced only if it is an ipy_memory database nobody has open
+        (an earlier backup). Anything else: InvalidArgument, and nothing is written."""
         self._check_open()
+        target = _backup.target_path(path, self.store.path, self.data_dir / "index")
         self._flush_accesses()
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgument("backup(path) takes a file path")
-        target = Path(path).expanduser().resolve()
-        if target == self.store.path.resolve():
-            raise InvalidArgument("backup path is the live database itself: choose another file")
-        if target.is_dir():
-            raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
-        tmp = target.with_name(f".{target.name}.partial")
-        try:
-            dst = sqlite3.connect(tmp)
-            with self.store.lock:
-                self.store.db.backup(dst)
-            # A restored backup is a different store: index snapshots of the live one must not match it.
-            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
-            dst.commit()
-            dst.close()
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        except (OSError, sqlite3.Error) as exc:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"backup to {target} failed: {exc}") from exc
-        return {"path": str(target), "bytes": target.stat().st_size}
+        return {"path": str(target), "bytes": _backup.write(self.store, target)}
 
     @locked
     def compact(self, *, vacuum: bool = True) -> dict:

@@ -24,6 +24,80 @@ def _count(path, table="documents"):
         con.close()
 
 
+# ------------------------------------------------------------------------------ backup targets
+def test_backup_refuses_the_live_database_sidecars_and_index_dir(mem):
+    mem.remember("the nightly job loads from the warehouse")
+    db = mem.store.path
+    wal = db.with_name(db.name + "-wal")
+    assert wal.exists()
+    wal_bytes = wal.read_bytes()
+    for name in ("-wal", "-shm", "-journal"):
+        with pytest.raises(InvalidArgument, match="live"):
+            mem.backup(db.with_name(db.name + name))
+    (mem.data_dir / "index").mkdir(exist_ok=True)
+    with pytest.raises(InvalidArgument, match="index"):
+        mem.backup(mem.data_dir / "index" / "copy.sqlite3")
+    assert wal.read_bytes() == wal_bytes
+    assert not db.with_name(db.name + "-journal").exists()
+    assert [m.content for m in mem.list_memories()] == ["the nightly job loads from the warehouse"]
+    assert not list(mem.data_dir.glob(".*partial*")) and not list((mem.data_dir / "index").glob(".*partial*"))
+
+
+def test_backup_refuses_targets_that_are_not_regular_files(mem, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for target in (fifo, "/dev/null"):
+        with pytest.raises(InvalidArgument, match="not a regular file"):
+            mem.backup(target)
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    with pytest.raises(InvalidArgument, match="NUL"):
+        mem.backup(str(tmp_path / "a\0b"))
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_backup_overwrites_only_a_closed_ipy_memory_database(mem, tmp_path):
+    mem.remember("a fact worth backing up")
+    other = tmp_path / "notes.txt"
+    other.write_text("someone's notes")
+    with pytest.raises(InvalidArgument, match="not an ipy_memory database"):
+        mem.backup(other)
+    assert other.read_text() == "someone's notes"
+    plain = tmp_path / "plain.sqlite3"
+    sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
+    with pytest.raises(InvalidArgument, match="not an ipy_memory database"):
+        mem.backup(plain)
+    # another store, open right now (its -wal beside it): refused, untouched
+    with MemoryEngine(tmp_path / "other", project="x") as live:
+        live.remember("the other store's own memory")
+        with pytest.raises(InvalidArgument, match="in use"):
+            mem.backup(live.store.path)
+        assert [m.content for m in live.list_memories()] == ["the other store's own memory"]
+    # an earlier backup (closed): replaced
+    out = tmp_path / "b.sqlite3"
+    mem.backup(out)
+    mem.remember("a second fact")
+    assert mem.backup(out)["bytes"] == out.stat().st_size and _count(out) == 2
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_backup_cleans_its_partial_file_on_any_failure(mem, tmp_path, monkeypatch):
+    mem.remember("a fact")
+
+    class Boom(BaseException):
+        pass
+
+    def fail(*a, **k):
+        raise Boom()
+    monkeypatch.setattr(os, "chmod", fail)
+    with pytest.raises(Boom):
+        mem.backup(tmp_path / "x.sqlite3")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]      # no x.sqlite3, no .partial left
+    monkeypatch.undo()
+    (tmp_path / ".y.sqlite3.partial").write_text("left by a killed run")
+    assert mem.backup(tmp_path / "y.sqlite3")["bytes"] > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store", "y.sqlite3"]
+
+
 # ------------------------------------------------------------------------------ forget and exchanges
 def test_forgetting_a_turn_of_an_exchange_keeps_the_speakers(mem):
     r = mem.remember_exchange("chat-1", [{"role": "user", "content": "Where do sales land?"},
