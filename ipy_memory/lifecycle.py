@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _backup, _validate as v
+from . import _backup, _dreamed, _validate as v
 from ._log import log
 from .config import DAY
 from .errors import InvalidArgument, ReadOnlyError
@@ -213,7 +213,8 @@ class LifecycleMixin(AccessMixin):
 
         A duplicate node is removed only when another node with the same normalised content stays
         indexed at least as long (expiry) and its document keeps at least one node; documents and
-        their source text are never touched. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
+        their source text are never touched; a removed node is kept aside (_dreamed) and indexed again
+        if the copy kept goes. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
         self._writable("dream")
         self._check_epoch()                 # edges are scored from the stored vectors at this model's width
         spaces = self._spaces(scope, v.name(project, "project") if project is not None else None, None)
@@ -258,6 +259,7 @@ class LifecycleMixin(AccessMixin):
                 db.execute("UPDATE OR IGNORE edges SET src = ? WHERE src = ?", (keep, dup))
                 db.execute("UPDATE OR IGNORE edges SET dst = ? WHERE dst = ?", (keep, dup))
             db.execute("DELETE FROM edges WHERE src = dst")
+            _dreamed.set_aside(db, removed)      # their text stays in their memories: see _dreamed
             db.executemany("DELETE FROM nodes WHERE key = ?", [(d,) for d, _ in removed])
             db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)",
                            [(d, space) for d, _ in removed])

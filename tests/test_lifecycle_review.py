@@ -108,6 +108,71 @@ def test_forgetting_a_turn_of_an_exchange_keeps_the_speakers(mem):
     assert mem.get(r.id).content == "user: Where do sales land?\n\nuser: And the backups?"
 
 
+# ------------------------------------------------------------------------------ forget after dream
+SHARED = "## Conda\nUse the conda env `ds` for every analysis."
+
+
+def _conda_docs(m):
+    return sorted(h.document_id for h in m.recall("conda env ds analysis").hits if h.title == "Conda")
+
+
+def test_forgetting_another_section_keeps_a_deduplicated_sections_text(mem):
+    a = mem.remember(f"# A\nintro A\n{SHARED}\n## Data\nsales in warehouse.sales").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}\n## Owner\nAlice owns it").id
+    assert mem.dream()["removed_nodes"] == 1
+    mem.forget(f"{b}#2")                                # B's "Owner" section, not its Conda one
+    content = mem.get(b).content
+    assert "Alice" not in content and "conda env `ds`" in content and "intro B" in content
+    mem.forget(a)                                       # the kept copy goes: B's text is found in B again
+    assert _conda_docs(mem) == [b]
+    assert mem.get(b).node_count == 2
+
+
+def test_forgetting_the_kept_copy_makes_the_other_copy_recallable(mem, tmp_path, clock):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    assert mem.dream()["removed_nodes"] == 1
+    assert _conda_docs(mem) == [a]
+    late = MemoryEngine(tmp_path / "store", project="proj", clock=lambda: clock[0])   # another kernel
+    assert _conda_docs(late) == [a]
+    mem.forget(f"{a}#1")
+    assert "conda env `ds`" in mem.get(b).content and "conda env `ds`" not in mem.get(a).content
+    assert _conda_docs(mem) == [b] and _conda_docs(late) == [b]
+    late.close()
+    assert mem.dream()["removed_nodes"] == 0
+
+
+def test_forgetting_a_deduplicated_section_removes_its_text(mem):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    mem.dream()
+    mem.forget(f"{b}#1")                                # removed by dream(), still in B's text
+    assert "conda" not in mem.get(b).content and mem.get(b).node_count == 1
+    mem.forget(a)
+    assert _conda_docs(mem) == []
+
+
+def test_forgetting_a_whole_document_after_dream(mem):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    c = mem.remember(f"# C\nintro C\n{SHARED}", force=True).id
+    assert mem.dream()["removed_nodes"] == 2
+    mem.forget(b)                                      # a removed copy's memory: nothing else changes
+    assert _conda_docs(mem) == [a]
+    mem.forget(a)                                      # the kept copy's: C's copy is back
+    assert _conda_docs(mem) == [c]
+    assert mem.get(c).content == f"# C\nintro C\n{SHARED}"
+
+
+def test_forgetting_the_last_indexed_section_indexes_the_set_aside_ones(mem):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    mem.dream()
+    mem.forget(f"{b}#0")                                # B keeps only the section dream() set aside
+    assert mem.get(b).content == "## Conda\n\nUse the conda env `ds` for every analysis."
+    assert mem.get(b).node_count == 1 and _conda_docs(mem) == sorted([a, b])
+
+
 # ------------------------------------------------------------------------------ TierPolicy
 @pytest.mark.parametrize("names", [None, "hot", ("hot", 3), ["hot", "warm", "cold", ""], 5])
 def test_tier_policy_names_are_validated(names):
@@ -135,3 +200,33 @@ def test_lifecycle_ops_notice_another_engines_reembed(tmp_path, op):
     finally:
         a.close()
         b.close()
+
+
+def test_replacing_or_expiring_after_dream(mem, clock):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True, ttl=2 * DAY).id
+    c = mem.remember(f"# C\nintro C\n{SHARED}", force=True, ttl=DAY).id
+    assert mem.dream()["removed_nodes"] == 2 and _conda_docs(mem) == [a]
+    mem.remember("# A\nnothing about environments any more", replace=a)   # the kept copy's text goes
+    assert sorted(_conda_docs(mem)) == sorted([b, c])
+    assert mem.dream()["removed_nodes"] == 1
+    kept = _conda_docs(mem)[0]
+    assert kept == b                                       # the longer-lived copy stands in for the other
+    mem.remember(f"# B\nintro B, reworded\n{SHARED}", replace=b, force=True)    # B's own text is replaced
+    assert "intro B, reworded" in mem.get(b).content
+    clock[0] += 1.5 * DAY                                  # C expires first: nothing to bring back
+    mem.purge_expired()
+    assert _conda_docs(mem) == [b]
+
+
+def test_forget_after_reembed_brings_back_a_vector_of_the_new_model(tmp_path):
+    with MemoryEngine(tmp_path, project="p", embedder=HashEmbedder(384)) as m:
+        a = m.remember(f"# A\nintro A\n{SHARED}").id
+        b = m.remember(f"# B\nintro B\n{SHARED}", force=True).id
+        assert m.dream()["removed_nodes"] == 1
+        kept, = _conda_docs(m)
+        m.reembed(HashEmbedder(64), progress=False)
+        m.forget(kept)
+        assert _conda_docs(m) == [b if kept == a else a]
+        blobs = m.store.query("SELECT length(vec) FROM vectors")
+        assert {n for (n,) in blobs} == {2 * 64}
