@@ -168,7 +168,8 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("selftest", parents=[common], help="offline engine checks on a temporary store")
     s = sub.add_parser("inspect", parents=[common], help="read-only view of a live store")
     s.add_argument("-n", "--limit", type=int, default=20)
-    s = sub.add_parser("backup", parents=[common], help="copy the database to OUT (online backup API)")
+    s = sub.add_parser("backup", parents=[common], help="copy the database to OUT (online backup API); OUT must be new or an "
+                       "earlier backup")
     s.add_argument("out")
     return p
 

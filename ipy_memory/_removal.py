@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from . import _validate as v
+from . import _dreamed, _validate as v
 from ._locking import locked
 from ._text import content_hash
 from .errors import NotFound
 
+_NODES_OF = "SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id WHERE "
+
+
+def _log(db, op: str, keys: list[tuple[int, str]]) -> None:
+    db.executemany(f"INSERT INTO changes (op, node_key, space) VALUES ('{op}', ?, ?)", keys)
+
 
 class RemovalMixin:
     """forget() and purge_expired() of MemoryEngine: rows leave SQLite and a change-log entry per section
-    tells every index (this process's at once, other kernels' at their next sync)."""
+    tells every index (this process's at once, other kernels' at their next sync). Sections dream()
+    set aside as duplicates of a section that goes return to the indexes (see _dreamed)."""
 
     @locked
     def forget(self, id: str) -> dict:
@@ -20,34 +27,53 @@ class RemovalMixin:
         self._flush_accesses()
         with self.store.write() as db:
             if ord_ is None:
-                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                                  "WHERE d.id = ?", (doc_id,)).fetchall()
+                keys = db.execute(_NODES_OF + "d.id = ?", (doc_id,)).fetchall()
+                back = _dreamed.release(db, [k for k, _ in keys], [doc_id])
                 if not db.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount:
                     raise NotFound(f"no memory {id!r} (never stored, forgotten, or expired and purged)")
+                removed = len(keys)
             else:
-                keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                                  "WHERE d.id = ? AND n.ord = ?", (doc_id, ord_)).fetchall()
-                if not keys:
+                keys = db.execute(_NODES_OF + "d.id = ? AND n.ord = ?", (doc_id, ord_)).fetchall()
+                if keys:
+                    back = _dreamed.release(db, [keys[0][0]])
+                    db.execute("DELETE FROM nodes WHERE key = ?", (keys[0][0],))
+                elif _dreamed.forget_section(db, doc_id, ord_):
+                    back = []          # set aside by dream(): out of the indexes already, its text goes now
+                else:
                     raise NotFound(f"no memory section {id!r}")
-                db.execute("DELETE FROM nodes WHERE key = ?", (keys[0][0],))
-                self._rewrite_content(db, doc_id)
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
+                back += self._rewrite_content(db, doc_id)
+                removed = 1
+            _log(db, "del", keys)
+            _log(db, "add", back)
         self.shards.sync(force=True)
-        return {"id": id, "removed_nodes": len(keys)}
+        return {"id": id, "removed_nodes": removed}
 
-    def _rewrite_content(self, db, doc_id: str) -> None:
-        """After one section is forgotten, its text must leave the document's source too."""
-        rows = db.execute("SELECT n.depth, n.title, COALESCE(n.body, d.content) FROM nodes n JOIN documents d "
-                          "ON d.id = n.document_id WHERE d.id = ? ORDER BY n.ord", (doc_id,)).fetchall()
-        if not rows:
+    def _rewrite_content(self, db, doc_id: str) -> list[tuple[int, str]]:
+        """After one section is forgotten, its text must leave the document's source too, and only its:
+        sections dream() set aside keep theirs. Returns the (key, space) of sections brought back."""
+        rows = db.execute("SELECT n.ord, n.depth, n.title, COALESCE(n.body, d.content) FROM nodes n JOIN documents d "
+                          "ON d.id = n.document_id WHERE d.id = ?", (doc_id,)).fetchall()
+        aside = _dreamed.sections(db, doc_id)
+        if not rows and not aside:
             db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-            return
-        parts = [(("#" * depth + " " + title + "\n\n") if depth else "") + body for depth, title, body in rows]
-        content = "\n\n".join(parts)
+            return []
+        # its last indexed section went: the set-aside ones are indexed again, so it can still be found
+        back = [] if rows else _dreamed.restore_document(db, doc_id)
+        parts = sorted(rows + aside)
+        kind, title = db.execute("SELECT kind, title FROM documents WHERE id = ?", (doc_id,)).fetchone()
+        if kind == "exchange":
+            # laid out as _ingest.prepare_exchange does: "speaker: text" turns, hashed with the session id
+            content = "\n\n".join(f"{speaker}: {body}" for _, _, speaker, body in parts)
+            digest = content_hash(title + "\n" + content)
+        else:
+            content = "\n\n".join((("#" * depth + " " + heading + "\n\n") if depth else "") + body
+                                  for _, depth, heading, body in parts)
+            digest = content_hash(content)
         db.execute("UPDATE nodes SET body = COALESCE(body, (SELECT content FROM documents WHERE id = ?)) "
                    "WHERE document_id = ?", (doc_id, doc_id))
         db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
-                   (content, content_hash(content), self.clock(), doc_id))
+                   (content, digest, self.clock(), doc_id))
+        return back
 
     @locked
     def purge_expired(self) -> int:
@@ -55,10 +81,13 @@ class RemovalMixin:
         self._check_open()
         now = self.clock()
         with self.store.write() as db:
-            keys = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
-                              "WHERE d.expires_at IS NOT NULL AND d.expires_at <= ?", (now,)).fetchall()
+            expired = "d.expires_at IS NOT NULL AND d.expires_at <= ?"
+            keys = db.execute(_NODES_OF + expired, (now,)).fetchall()
+            ids = [r[0] for r in db.execute(f"SELECT id FROM documents d WHERE {expired}", (now,))]
+            back = _dreamed.release(db, [k for k, _ in keys], ids)
             n = db.execute("DELETE FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
+            _log(db, "del", keys)
+            _log(db, "add", back)
         self.shards.sync(force=True)
         return n
 

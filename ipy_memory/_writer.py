@@ -8,7 +8,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from . import _kernels
+from . import _dreamed, _kernels
 from ._validate import json_encoder
 from ._ingest import Prepared
 from .errors import NotFound
@@ -195,7 +195,9 @@ class BatchWriter:
                 raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
             old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
                              "WHERE d.id = ?", (doc_id,)).fetchall()
+            back = _dreamed.release(db, [k for k, _ in old], [doc_id])    # sections dream() set aside
             db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", old)
+            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", back)
             db.execute("DELETE FROM nodes WHERE document_id = ?", (doc_id,))
             db.execute("UPDATE documents SET space=?, scope=?, project=?, session=?, kind=?, title=?, content=?, "
                        "content_hash=?, importance=?, metadata=?, updated_at=?, accessed_at=?, expires_at=? WHERE id=?",

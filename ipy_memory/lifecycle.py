@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _validate as v
+from . import _backup, _dreamed, _validate as v
 from ._log import log
 from .config import DAY
-from .errors import InvalidArgument, ReadOnlyError, StorageError
+from .errors import InvalidArgument, ReadOnlyError
 from .store import decode_vecs
 from ._access import AccessMixin
 from ._locking import locked
@@ -37,6 +37,13 @@ CREATE INDEX IF NOT EXISTS edges_space ON edges(space, kind)
 """
 
 
+def _sequence(value, field: str) -> tuple:
+    # a str is iterable too: names="hot" would become the tiers ('h', 'o', 't')
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise InvalidArgument(f"TierPolicy.{field} must be a tuple or list, not {type(value).__name__}")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class TierPolicy:
     """Tier names (hottest first) and how long a document may go unused before moving down.
@@ -50,7 +57,7 @@ class TierPolicy:
     limit_per_hop: int | None = None
 
     def __post_init__(self):
-        names, ages = tuple(self.names), tuple(self.max_age)
+        names, ages = _sequence(self.names, "names"), _sequence(self.max_age, "max_age")
         if not names or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
             raise InvalidArgument("TierPolicy.names must be distinct non-empty strs, hottest first, e.g. ('hot', 'warm', 'cold')")
         if len(ages) != len(names) - 1:
@@ -108,11 +115,13 @@ class LifecycleMixin(AccessMixin):
     # ------------------------------------------------------------------------------ tiers
     @locked
     def rotate(self, limit_per_hop: int | None = None, reason: str = "manual") -> dict:
-        """Move documents unused for longer than their tier's age limit one tier colder (hot -> warm -> cold).
+        """Move documents unused for longer than their tier's age limit one tier colder (hot -> warm -> cold);
+        a document moves at most one tier per call.
 
         Returns {"hops": [{"from", "to", "documents", "nodes"}], "moved_documents", "moved_nodes",
         "last_rotation", "previous_rotation", "reason"}."""
         self._writable("rotate")
+        self._check_epoch()                 # tier moves reach the loaded vectors: they must be this model's
         if limit_per_hop is not None:
             limit_per_hop = v.integer(limit_per_hop, "limit_per_hop (None = no limit)", 1, 10**9)
         reason = v.text(reason, "reason", max_chars=200)
@@ -121,7 +130,9 @@ class LifecycleMixin(AccessMixin):
         previous = (self._meta_json("last_rotation") or {}).get("at")
         hops = []
         with self.store.write() as db:
-            for i, (src, dst) in enumerate(zip(policy.names, policy.names[1:])):
+            # coldest hop first, so a document moved down by this call is not picked again by the next hop
+            for i in reversed(range(len(policy.names) - 1)):
+                src, dst = policy.names[i], policy.names[i + 1]
                 cutoff = now - policy.max_age[i]
                 # documents in a tier this policy does not name (e.g. after renaming tiers) count as hottest
                 marks = ",".join("?" * len(policy.names))
@@ -139,7 +150,7 @@ class LifecycleMixin(AccessMixin):
                     db.execute("INSERT INTO changes (op, node_key, space) SELECT 'tier', n.key, d.space FROM nodes n "
                                f"JOIN documents d ON d.id = n.document_id WHERE d.id IN ({m})", chunk)
                     nodes += db.execute(f"SELECT count(*) FROM nodes WHERE document_id IN ({m})", chunk).fetchone()[0]
-                hops.append({"from": src, "to": dst, "documents": len(ids), "nodes": nodes})
+                hops.insert(0, {"from": src, "to": dst, "documents": len(ids), "nodes": nodes})
             report = {"at": now, "reason": reason, "moved": sum(h["documents"] for h in hops)}
             self._set_meta(db, "last_rotation", report)
         self._next_rotation_check = now + policy.interval
@@ -175,6 +186,7 @@ class LifecycleMixin(AccessMixin):
         copy used for rescoring) and the in-memory search precision with its size: float16 for the
         hottest tier, int8 for the colder ones (`index_bytes_saved` against float16 everywhere)."""
         self._check_open()
+        self._check_epoch()                 # the sizes below are this engine's model's
         self._flush_accesses()
         names, dim = self._policy().names, self.embedder.dim
 
@@ -201,8 +213,10 @@ class LifecycleMixin(AccessMixin):
 
         A duplicate node is removed only when another node with the same normalised content stays
         indexed at least as long (expiry) and its document keeps at least one node; documents and
-        their source text are never touched. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
+        their source text are never touched; a removed node is kept aside (_dreamed) and indexed again
+        if the copy kept goes. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
         self._writable("dream")
+        self._check_epoch()                 # edges are scored from the stored vectors at this model's width
         spaces = self._spaces(scope, v.name(project, "project") if project is not None else None, None)
         threshold = v.number(threshold if threshold is not None else self.dream_threshold, "threshold", 0.0, 1.0)
         neighbors = v.integer(neighbors if neighbors is not None else self.dream_neighbors, "neighbors", 1, 100)
@@ -245,6 +259,7 @@ class LifecycleMixin(AccessMixin):
                 db.execute("UPDATE OR IGNORE edges SET src = ? WHERE src = ?", (keep, dup))
                 db.execute("UPDATE OR IGNORE edges SET dst = ? WHERE dst = ?", (keep, dup))
             db.execute("DELETE FROM edges WHERE src = dst")
+            _dreamed.set_aside(db, removed)      # their text stays in their memories: see _dreamed
             db.executemany("DELETE FROM nodes WHERE key = ?", [(d,) for d, _ in removed])
             db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)",
                            [(d, space) for d, _ in removed])
@@ -295,31 +310,15 @@ class LifecycleMixin(AccessMixin):
     # ------------------------------------------------------------------------------ backup and compaction
     @locked
     def backup(self, path: str | os.PathLike) -> dict:
-        """Copy the database to `path` with SQLite's online backup API (safe while others write)."""
+        """Copy the database to `path` with SQLite's online backup API (safe while others write).
+
+        `path` may not be the live database, a -wal/-shm/-journal file or inside the index directory;
+        an existing file there is replaced only if it is an ipy_memory database nobody has open
+        (an earlier backup). Anything else: InvalidArgument, and nothing is written."""
         self._check_open()
+        target = _backup.target_path(path, self.store.path, self.data_dir / "index")
         self._flush_accesses()
-        if not isinstance(path, (str, os.PathLike)):
-            raise InvalidArgument("backup(path) takes a file path")
-        target = Path(path).expanduser().resolve()
-        if target == self.store.path.resolve():
-            raise InvalidArgument("backup path is the live database itself: choose another file")
-        if target.is_dir():
-            raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
-        tmp = target.with_name(f".{target.name}.partial")
-        try:
-            dst = sqlite3.connect(tmp)
-            with self.store.lock:
-                self.store.db.backup(dst)
-            # A restored backup is a different store: index snapshots of the live one must not match it.
-            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
-            dst.commit()
-            dst.close()
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        except (OSError, sqlite3.Error) as exc:
-            tmp.unlink(missing_ok=True)
-            raise StorageError(f"backup to {target} failed: {exc}") from exc
-        return {"path": str(target), "bytes": target.stat().st_size}
+        return {"path": str(target), "bytes": _backup.write(self.store, target)}
 
     @locked
     def compact(self, *, vacuum: bool = True) -> dict:
@@ -329,6 +328,7 @@ class LifecycleMixin(AccessMixin):
         `log_retention` seconds (7 days) ago at an earlier compact(); see docs/lifecycle.md.
         Returns bytes before / after and what was done."""
         self._writable("compact")
+        self._check_epoch()                 # it reloads vector indexes
         vacuum = v.flag(vacuum, "vacuum")
         self._flush_accesses()
         path = self.store.path

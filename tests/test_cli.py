@@ -38,3 +38,24 @@ def test_selftest():
     out = cli("selftest").stdout
     assert "all ok" in out
     assert f"kernels: {'compiled' if _kernels.COMPILED else 'numpy'}" in out
+
+
+def test_backup_refuses_live_files_and_files_that_are_not_backups(tmp_path):
+    from ipy_memory import MemoryEngine
+    d, notes = tmp_path / "store", tmp_path / "notes.txt"
+    notes.write_text("someone's notes")
+    with MemoryEngine(d, project="p") as mem, MemoryEngine(tmp_path / "other", project="p") as other:
+        mem.remember("the nightly job loads from the warehouse")
+        other.remember("the other store's memory")
+        wal = mem.store.path.with_name(mem.store.path.name + "-wal")
+        for out in (wal, other.store.path, notes, "/dev/null"):
+            bad = cli("backup", str(out), "--data-dir", str(d), check=False)
+            assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "Traceback" not in bad.stderr, out
+            assert bad.stderr.count("\n") == 1 and not bad.stdout
+        assert [m.content for m in mem.list_memories()] == ["the nightly job loads from the warehouse"]
+        assert [m.content for m in other.list_memories()] == ["the other store's memory"]
+    assert notes.read_text() == "someone's notes"
+    good = tmp_path / "copy.sqlite3"
+    for _ in range(2):                                  # an earlier backup is replaced
+        assert cli("backup", str(good), "--data-dir", str(d)).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.sqlite3", "notes.txt", "other", "store"]

@@ -40,12 +40,16 @@ def test_rotation_moves_by_age_one_tier_per_limit(mem, clock):
     assert [m.tier for m in mem.list_memories()] == ["cold"] * 3
 
 
-def test_one_call_can_move_a_long_unused_document_two_tiers(mem, clock):
+def test_rotate_moves_a_document_one_tier_per_call(mem, clock):
+    # the docstring and docs/lifecycle.md: one tier colder per call, each moved document counted once
     a = mem.remember("# Runbook\n## Restart\nsystemctl restart api").id
     clock[0] += 40 * DAY
     r = mem.rotate()
-    assert r["moved_documents"] == 2 and r["moved_nodes"] == 2 * mem.get(a).node_count   # two hops
-    assert tiers(mem)[a] == "cold"
+    assert r["moved_documents"] == 1 and r["moved_nodes"] == mem.get(a).node_count
+    assert [h["documents"] for h in r["hops"]] == [1, 0] and tiers(mem)[a] == "warm"
+    r = mem.rotate()
+    assert [h["documents"] for h in r["hops"]] == [0, 1] and tiers(mem)[a] == "cold"
+    assert mem.rotate()["moved_documents"] == 0
 
 
 def test_limit_per_hop_and_validation(mem, clock):
@@ -73,6 +77,8 @@ def test_recall_counts_as_access_and_warms_the_tier(mem, clock):
     mem.rotate()
     assert tiers(mem) == {a: "hot", b: "warm"}           # a was just used: it stays hot
     clock[0] += 40 * DAY
+    mem.rotate()
+    assert tiers(mem) == {a: "warm", b: "cold"}          # one tier per call
     mem.rotate()
     assert tiers(mem) == {a: "cold", b: "cold"}
     mem.recall("staging database")

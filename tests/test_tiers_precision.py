@@ -33,11 +33,11 @@ def test_rotation_moves_vectors_to_int8_and_results_hold(tmp_path, clock):
         assert shard.vec.hot_count == 200 and not shard.vec.low.row_of
         clock[0] += 40 * DAY
         moved = mem.rotate()
-        assert moved["hops"][0]["documents"] == 200          # hot -> warm (and on to cold: both old enough)
+        assert moved["hops"][0]["documents"] == 200          # hot -> warm (one tier per call)
         assert len(shard.vec.low.row_of) == 200 and shard.vec.hot_count == 0
         assert [vector_top(mem, q) for q in QUERIES] == before          # exact rescoring: same answers
         st = mem.tier_stats()["tiers"]
-        assert st["cold"]["precision"] == "i8" and st["cold"]["index_bytes_saved"] == 200 * mem.embedder.dim
+        assert st["warm"]["precision"] == "i8" and st["warm"]["index_bytes_saved"] == 200 * mem.embedder.dim
         with MemoryEngine(tmp_path, project="p", settings=SETTINGS, clock=lambda: clock[0]) as other:
             other_shard = other.shards.get("project:p")
             assert len(other_shard.vec.low.row_of) == 200                # loaded at its tier's precision

@@ -1,0 +1,112 @@
+"""backup(): where a copy of the database may go, and writing it there without ever leaving half of it.
+
+A backup target must not be anything the live store (or another one) still uses: replacing the
+database's -wal file, say, destroys the store. So the target may not be the live database, a
+SQLite -wal/-shm/-journal file or a file of the store's index directory; an existing target must
+be a regular file holding an ipy_memory database that nobody has open (a device such as
+/dev/null, a FIFO or someone's notes are never replaced).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+from .errors import InvalidArgument, StorageError
+
+SIDECARS = ("-wal", "-shm", "-journal")        # the files SQLite keeps beside a database it has open
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def target_path(path, db_path: Path, index_dir: Path) -> Path:
+    """The resolved file `path` names, if backup() may write it; InvalidArgument saying why not."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument("backup(path) takes a file path")
+    raw = os.fsdecode(os.fspath(path))
+    if "\0" in raw:
+        raise InvalidArgument(f"backup path {raw!r} contains a NUL character: no file can have that name")
+    target = Path(raw).expanduser().resolve()
+    live = db_path.resolve()
+    if target == live or _same_file(target, live):
+        raise InvalidArgument("backup path is the live database itself: choose another file")
+    if target.name.endswith(SIDECARS):
+        raise InvalidArgument(f"{target} would be taken for a live database's -wal/-shm/-journal file "
+                              f"(replacing {live}'s would destroy the store): choose another name")
+    index = index_dir.resolve()
+    if target == index or index in target.parents:
+        raise InvalidArgument(f"{target} is inside the store's index directory {index}: choose a file outside it")
+    if target.is_dir():
+        raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
+    if target.exists():
+        _check_replaceable(target)
+    return target
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)          # a hard link to the live database is the live database
+    except OSError:
+        return False
+
+
+def _check_replaceable(target: Path) -> None:
+    """An existing target is replaced only when it is a closed ipy_memory database (an older backup)."""
+    if not stat.S_ISREG(target.stat().st_mode):
+        raise InvalidArgument(f"{target} exists and is not a regular file (a device, FIFO or socket): "
+                              "backup() only replaces an earlier backup file")
+    if any(Path(f"{target}{s}").exists() for s in SIDECARS):
+        raise InvalidArgument(f"{target} is a database in use (its -wal/-shm/-journal file is beside it): "
+                              "backup() never replaces a live store")
+    if not _is_store(target):
+        raise InvalidArgument(f"{target} exists and is not an ipy_memory database: backup() only replaces "
+                              "an earlier backup file; choose a new file name")
+
+
+def _is_store(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != _SQLITE_MAGIC:
+                return False
+        # immutable: read without locks and without creating -shm/-wal files beside it
+        con = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
+        try:
+            return bool(con.execute("SELECT 1 FROM meta WHERE key = 'store_id'").fetchone())
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
+def write(store, target: Path) -> int:
+    """Copy `store` (a Store) to `target` through a `.partial` file beside it; returns its size."""
+    tmp = target.with_name(f".{target.name}.partial")
+    try:
+        _remove(tmp)                          # left by a run that was killed
+        dst = sqlite3.connect(tmp)
+        try:
+            with store.lock:
+                store.db.backup(dst)
+            # A restored backup is a different store: index snapshots of the live one must not match it.
+            dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
+            dst.commit()
+        finally:
+            dst.close()
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, (OSError, sqlite3.Error)):
+            raise StorageError(f"backup to {target} failed: {exc}") from exc
+        raise
+    return target.stat().st_size
+
+
+def _remove(tmp: Path) -> None:
+    """The partial file and any journal SQLite left beside it; what cannot be removed is left alone."""
+    for p in (tmp, *(Path(f"{tmp}{s}") for s in SIDECARS)):
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
