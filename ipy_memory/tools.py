@@ -32,6 +32,9 @@ NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SEARCH_SCOPES = ("project+global", "project", "global", "session", "session+project", "session+global",
                  "session+project+global")
 WRITE_SCOPES = ("project", "global", "session")
+# The schemas' id patterns: JSON Schema (ECMA-262) syntax, so no \Z; Param.check matches them against the whole value
+MEMORY_ID = r"^m-[0-9a-f]{16}$"
+MEMORY_OR_SECTION_ID = r"^m-[0-9a-f]{16}(?:#[0-9]{1,7})?$"
 TOOLS: dict[str, ToolSpec] = {}
 
 
@@ -107,7 +110,7 @@ _SCOPE_SEARCH = Param("string", "Which memories to search: '+'-joined session, p
 _PROJECT = Param("string", "Project name (default: the current project, from the git remote or directory).",
                  max_length=256)
 _ID = Param("string", "Memory id 'm-0123456789abcdef', or 'm-0123456789abcdef#2' for one section.", required=True,
-            pattern=v.ID_RE.pattern)
+            pattern=MEMORY_OR_SECTION_ID)
 
 register(ToolSpec(
     "memory_search", "Search memory",
@@ -133,8 +136,10 @@ register(ToolSpec(
      "importance": Param("number", "How important, 0 to 1.", 0.6, minimum=0, maximum=1),
      "ttl": Param("number", "Seconds until it expires (0 = the scope's default).", minimum=0, maximum=v.MAX_TTL),
      "force": Param("boolean", "Store even if a near-duplicate exists.", False),
-     "replace": Param("string", "Id of a memory to overwrite with this content.", pattern=v.ID_RE.pattern)},
-    _remember, idempotent=True))   # the same content again is recognised, not stored twice
+     "replace": Param("string", "Id of a memory ('m-0123456789abcdef', not a section) to overwrite with this content.",
+                      pattern=MEMORY_ID)},
+    # destructive: `replace` overwrites a memory; idempotent: the same content again is recognised, not stored twice
+    _remember, destructive=True, idempotent=True))
 
 register(ToolSpec(
     "memory_forget", "Forget a memory",

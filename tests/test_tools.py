@@ -250,3 +250,34 @@ def test_call_tool_never_raises(engine, name, args):
     r = call_tool(name, args, engine=engine)
     assert isinstance(r, ToolResult) and isinstance(r.text, str)
     json.dumps(r.data, default=str)
+
+
+# ------------------------------------------------------------------------------ review: schema, hints, payloads
+MEMORY_ID = "m-0123456789abcdef"
+
+
+@pytest.mark.parametrize("name,args", [
+    ("memory_remember", {"content": "x", "replace": MEMORY_ID + "#3"}),   # a section is no memory to overwrite
+    ("memory_remember", {"content": "x", "replace": MEMORY_ID + "\n"}),
+    ("memory_forget", {"id": MEMORY_ID + "\n"}),                          # '$' would let a trailing newline pass
+    ("memory_forget", {"id": MEMORY_ID + "#2\n"}),
+])
+def test_id_patterns_match_the_whole_value(stocked, name, args):
+    r = call_tool(name, args, engine=stocked)
+    assert r.is_error and "expected form" in r.text, r.text
+
+
+def test_replace_schema_pattern_takes_memory_ids_only():
+    remember = {t["name"]: t for t in export_tools("anthropic")}["memory_remember"]["input_schema"]
+    pattern = re.compile(remember["properties"]["replace"]["pattern"])
+    assert pattern.fullmatch(MEMORY_ID) and not pattern.fullmatch(MEMORY_ID + "#3")
+    forget = {t["name"]: t for t in export_tools("anthropic")}["memory_forget"]["input_schema"]
+    assert re.fullmatch(forget["properties"]["id"]["pattern"], MEMORY_ID + "#3")
+
+
+def test_tools_that_delete_or_overwrite_are_destructive():
+    mcp = {t["name"]: t["annotations"] for t in export_tools("mcp", engine=WithLifecycle())}
+    for name in ("memory_forget", "memory_remember", "memory_dream", "memory_rotate"):
+        assert mcp[name]["destructiveHint"] is True, name
+    for name in ("memory_search", "memory_list", "memory_stats"):
+        assert mcp[name]["readOnlyHint"] is True and mcp[name]["destructiveHint"] is False, name
