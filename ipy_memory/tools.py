@@ -163,12 +163,15 @@ register(ToolSpec(
 
 register(ToolSpec(
     "memory_dream", "Consolidate memory",
-    "Consolidate memory: merge near-duplicates and summarise old material. Slow; run occasionally.",
+    "Consolidate the project's and global memories: remove sections that repeat another section of the same "
+    "space word for word, and rebuild the 'similar' links between related sections. Never deletes a memory or "
+    "changes its text. Slow on a large store; run occasionally.",
     {}, maintenance("dream"), destructive=True, requires="dream"))
 
 register(ToolSpec(
     "memory_rotate", "Rotate memory tiers",
-    "Move memories between tiers by age and use, and drop expired ones.",
+    "Move memories unused for longer than their tier's age limit one tier colder (hot -> warm -> cold); "
+    "a search hit brings one back to hot. Nothing is deleted.",
     {}, maintenance("rotate"), destructive=True, requires="rotate"))
 
 

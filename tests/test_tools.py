@@ -281,3 +281,12 @@ def test_tools_that_delete_or_overwrite_are_destructive():
         assert mcp[name]["destructiveHint"] is True, name
     for name in ("memory_search", "memory_list", "memory_stats"):
         assert mcp[name]["readOnlyHint"] is True and mcp[name]["destructiveHint"] is False, name
+
+
+def test_lifecycle_descriptions_say_what_the_engine_does():
+    dream, rotate = TOOLS["memory_dream"].description, TOOLS["memory_rotate"].description
+    for promise in ("merge", "summar", "near-duplicate"):
+        assert promise not in dream.lower(), dream
+    assert "word for word" in dream and "never deletes a memory" in dream.lower()
+    assert "expired" not in rotate.lower() and "drop" not in rotate.lower(), rotate
+    assert "one tier colder" in rotate and "nothing is deleted" in rotate.lower()
