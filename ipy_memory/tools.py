@@ -225,9 +225,11 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
               metadata: dict | None = None) -> ToolResult:
     """Validate `arguments` (a dict or a JSON string; null means the default) and run tool `name` on `engine`.
 
-    Never raises for bad input or engine errors: those come back as a ToolResult with is_error=True
-    and a message saying what to pass. `metadata` is attached to stored memories (default {"source": "tool"}).
+    Never raises for a bad tool name, bad arguments or engine errors: those come back as a ToolResult with
+    is_error=True and a message saying what to pass (only a bad `prefix`, the caller's own setting, raises
+    InvalidArgument). `metadata` is attached to stored memories (default {"source": "tool"}).
     """
+    prefix = _check_prefix(prefix)
     shown = name if isinstance(name, str) else repr(name)
     if isinstance(name, str) and prefix and name.startswith(prefix):
         name = name[len(prefix):]
@@ -256,30 +258,50 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     return result
 
 
-def tool_calls(message: Any) -> list[tuple[str, str, Any, str]]:
+def _call_object(item: Any, where: str) -> dict:
+    item = item.model_dump() if hasattr(item, "model_dump") else item
+    if not isinstance(item, dict):
+        raise InvalidArgument(f"{where} must be a tool call or content block (a dict), got {type(item).__name__}")
+    return item
+
+
+def _call_id(item: dict, key: str, where: str) -> str:
+    call_id = item.get(key)
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidArgument(f"tool call {where} has no {key!r} (a string) to answer it by")
+    return call_id
+
+
+def tool_calls(message: Any) -> list[tuple[str, Any, Any, str]]:
     """The tool calls in a model reply as (call_id, name, arguments, format), for any of the supported shapes.
 
     Accepts an OpenAI chat message ({"tool_calls": [...]}), an Anthropic message or its content list
     ([{"type": "tool_use", ...}]), or a Responses API output list ([{"type": "function_call", ...}]).
-    SDK objects work too if they have `model_dump()`.
+    SDK objects work too if they have `model_dump()`. A reply that cannot be answered (a tool call that
+    is no object, or has no id) raises InvalidArgument; a call's name and arguments are returned as sent,
+    for `call_tool` to check.
     """
     if hasattr(message, "model_dump"):
         message = message.model_dump()
     calls = []
     if isinstance(message, dict) and message.get("tool_calls"):
-        for c in message["tool_calls"]:
-            fn = c.get("function") or {}
-            calls.append((c.get("id"), fn.get("name"), fn.get("arguments"), "openai"))
+        entries = message["tool_calls"]
+        if not isinstance(entries, list):
+            raise InvalidArgument(f"tool_calls must be a list of tool call objects, got {type(entries).__name__}")
+        for i, c in enumerate(entries):
+            c = _call_object(c, f"tool_calls[{i}]")
+            fn = c.get("function") if isinstance(c.get("function"), dict) else {}   # no name: an error reply
+            calls.append((_call_id(c, "id", f"tool_calls[{i}]"), fn.get("name"), fn.get("arguments"), "openai"))
         return calls
-    items = message.get("content", message.get("output")) if isinstance(message, dict) else message
-    for item in items if isinstance(items, list) else []:
-        item = item.model_dump() if hasattr(item, "model_dump") else item
-        if not isinstance(item, dict):
-            continue
+    key = "content" if isinstance(message, dict) and "content" in message else "output"
+    items = message.get(key) if isinstance(message, dict) else message
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        item = _call_object(item, f"{key}[{i}]")
         if item.get("type") == "tool_use":
-            calls.append((item.get("id"), item.get("name"), item.get("input"), "anthropic"))
+            calls.append((_call_id(item, "id", f"{key}[{i}]"), item.get("name"), item.get("input"), "anthropic"))
         elif item.get("type") == "function_call":
-            calls.append((item.get("call_id"), item.get("name"), item.get("arguments"), "openai-responses"))
+            calls.append((_call_id(item, "call_id", f"{key}[{i}]"), item.get("name"), item.get("arguments"),
+                          "openai-responses"))
     return calls
 
 
@@ -288,6 +310,8 @@ def run_tool_calls(message: Any, *, engine: Any, prefix: str = "") -> list[dict]
 
     OpenAI chat: a list of {"role": "tool", ...} messages to append. Anthropic: a list of tool_result
     blocks (send them as the content of one user message). Responses API: function_call_output items.
+    A call with an unknown name or bad arguments gets an error reply (as from `call_tool`); a reply that
+    cannot be answered raises InvalidArgument (see `tool_calls`) before any call runs.
     """
     out = []
     for call_id, name, arguments, fmt in tool_calls(message):
