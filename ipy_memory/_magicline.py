@@ -1,12 +1,13 @@
 """What the magics do with a line and a cell that needs no IPython import: splitting options from free
 text, scope arguments, provenance metadata, whether a result is about to be shown as the cell's output,
-the memory a %%store NAME cell stored before.
+the memory a %%store NAME cell stored before, the settings a config holds that their traits reject.
 
 Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (a message, no traceback).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -123,3 +124,32 @@ def named_memory(engine, name: str, scope: str) -> str | None:
         if not len(page) or offset >= page.total:
             return None
     return None
+
+
+def bad_setting(owner: str, name: str, value, trait, kept) -> str:
+    """The warning for a config value its trait rejects: what was given, what is allowed, what is used."""
+    values, lo, hi = getattr(trait, "values", None), getattr(trait, "min", None), getattr(trait, "max", None)
+    if values is not None:
+        allowed = trait.info()                               # "any of ['auto', 'widget', ...]"
+    elif lo is not None and hi is not None:
+        allowed = f"{trait.info()} from {lo} to {hi}"        # "an int from 1 to 50"
+    else:
+        allowed = trait.info()
+    if getattr(trait, "allow_none", False):
+        allowed += ", or None"
+    return (f"{owner}.{name} = {value!r} is not valid ({allowed}); using {kept!r}. "
+            f"Fix it with %config {owner}.{name} = <a valid value>")
+
+
+def without_settings(config: dict, sections: list[str], names: list[str]) -> dict:
+    """A copy of a traitlets Config without `names` in any section named in `sections` (nested ones too)."""
+    out = copy.deepcopy(config)
+    stack = [out]
+    while stack:
+        for key, value in stack.pop().items():
+            if isinstance(value, dict):
+                if key in sections:
+                    for name in names:
+                        value.pop(name, None)
+                stack.append(value)
+    return out

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import atexit
 import sys
+import warnings
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Enum, Float, Int, Unicode, observe
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe
+from traitlets.config.loader import DeferredConfig, LazyConfigValue
 
 from . import tools
 from ._formatters import ShellDisplay
-from ._magicline import HINTS, given, named_memory, provenance, scope_arg, shown_as_output, split_options
+from ._magicline import (HINTS, bad_setting, given, named_memory, provenance, scope_arg, shown_as_output, split_options,
+                         without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -87,6 +90,25 @@ class MemoryMagics(Magics):
         self._display = None       # _formatters.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
+
+    def _load_config(self, cfg, section_names=None, traits=None) -> None:
+        """Load the settings, leaving out (with a warning) each value its trait rejects: IPython keeps a bad
+        `%config MemoryMagics.limit = 0` in the shell's config, and it must not make every later %load_ext fail."""
+        traits = traits if traits is not None else self.traits(config=True)
+        rejected = []
+        for name, value in self._find_my_config(cfg).items():
+            if name not in traits or isinstance(value, LazyConfigValue):
+                continue
+            try:
+                traits[name]._validate(self, value.get_value(traits[name]) if isinstance(value, DeferredConfig) else value)
+            except (TraitError, ValueError):
+                # a fresh registry: Python shows a warning once per code line, this one at every load
+                warnings.warn_explicit(bad_setting(type(self).__name__, name, value, traits[name], getattr(self, name)),
+                                       UserWarning, __file__, 0, module=__name__, registry={})
+                rejected.append(name)
+        if rejected:
+            cfg = without_settings(cfg, self.section_names(), rejected)
+        super()._load_config(cfg, section_names, traits)
 
     # ------------------------------------------------------------------------------ engine
     @property

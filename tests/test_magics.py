@@ -247,7 +247,8 @@ def test_config_from_file_and_percent_config(tmp_path, monkeypatch):
         shell.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'b')!r}")   # reopened elsewhere
         assert first._closed and m.engine.data_dir == (tmp_path / "b").resolve()
         assert len(shell.run_line_magic("recall", "apples")) == 0
-        shell.run_line_magic("config", "MemoryMagics.display = 'nonsense'")               # rejected by the trait
+        with pytest.warns(UserWarning, match="MemoryMagics.display = 'nonsense' is not valid"):
+            shell.run_line_magic("config", "MemoryMagics.display = 'nonsense'")           # rejected by the trait
         assert m.display == "auto"
         shell.run_line_magic("config", "MemoryMagics.dedup_threshold = 0.5")
         assert m.engine.settings.dedup_threshold == 0.5
@@ -352,3 +353,35 @@ def test_help_is_the_docstring(ip):
         assert doc and len(doc.strip()) > 40
     assert "-n LIMIT" in ip.find_line_magic("recall").__doc__
     assert "NAME" in ip.find_cell_magic("store").__doc__
+
+
+# ------------------------------------------------------------------------------ review
+def test_a_bad_setting_is_reported_and_the_extension_still_loads(bare, tmp_path):
+    load(bare, tmp_path)
+    with pytest.warns(UserWarning, match=r"MemoryMagics\.limit = 0 is not valid \(an int from 1 to 50\); using 10"):
+        bare.run_line_magic("config", "MemoryMagics.limit = 0")          # stays in the shell's config
+    assert magics(bare).limit == 10
+    for action in ("reload_ext", "load_ext"):
+        if action == "load_ext":
+            bare.run_line_magic("unload_ext", "ipy_memory")
+        with pytest.warns(UserWarning, match=r"MemoryMagics\.limit = 0"):
+            bare.run_line_magic(action, "ipy_memory")
+        assert bare.find_line_magic("remember") == magics(bare).remember and magics(bare).limit == 10
+    bare.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'mem')!r}")
+    assert isinstance(bare.run_line_magic("recall", "anything"), RecallResult)
+
+
+def test_bad_settings_in_a_config_file_keep_their_defaults(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, limit=500, display="nonsense", project="p", data_dir=str(tmp_path / "m"))
+    try:
+        with pytest.warns(UserWarning) as caught:
+            shell.run_line_magic("load_ext", "ipy_memory")
+        messages = sorted(str(w.message) for w in caught)
+        assert len(messages) == 2
+        assert "MemoryMagics.display = 'nonsense' is not valid (any of ['auto', 'widget', 'html', 'text'])" in messages[0]
+        assert "MemoryMagics.limit = 500 is not valid (an int from 1 to 50); using 10" in messages[1]
+        m = magics(shell)
+        assert (m.limit, m.display, m.project) == (10, "auto", "p")         # the good settings still apply
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
