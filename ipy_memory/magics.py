@@ -21,7 +21,7 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (HINTS, bad_setting, given, named_memory, provenance, scope_arg, shown_as_output, split_options,
-                         without_settings)
+                         unquote, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -319,7 +319,7 @@ class MemoryMagics(Magics):
         With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
         """
         args, name = self._parse(self.store, line)
-        name = name.strip() or None
+        name = unquote(name.strip()) or None      # %%store "my notes" names it my notes
         body = self._expand(cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")

@@ -385,3 +385,12 @@ def test_bad_settings_in_a_config_file_keep_their_defaults(tmp_path, monkeypatch
     finally:
         shell.run_line_magic("unload_ext", "ipy_memory")
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("typed", ['"my notes"', "'my notes'"])
+def test_store_name_in_quotes_is_unquoted(ip, typed):
+    first = ip.run_cell_magic("store", typed, "# Notes\nFirst version.\n")
+    m = current_engine(ip).get(first.id)
+    assert (m.title, m.metadata["name"]) == ("my notes", "my notes")
+    again = ip.run_cell_magic("store", "my notes", "# Notes\nSecond version.\n")     # the same name, unquoted
+    assert again.id == first.id and "Second" in current_engine(ip).get(first.id).content
