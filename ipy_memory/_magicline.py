@@ -14,8 +14,10 @@ import re
 import shlex
 import time
 
+from . import _validate as v
 from .config import SCOPES, default_session
-from .errors import InvalidArgument
+from .errors import InvalidArgument, NotFound
+from .tools import TOOLS
 
 # one token: quoted parts kept whole, or a run of non-space characters
 _TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
@@ -153,3 +155,19 @@ def without_settings(config: dict, sections: list[str], names: list[str]) -> dic
                         value.pop(name, None)
                 stack.append(value)
     return out
+
+
+def ids_to_forget(engine, ids: list[str]) -> list[str]:
+    """The ids %forget deletes, each checked first (its form, and that it exists) so that a bad one stops
+    the command before anything is deleted. Repeats, and sections of a memory forgotten whole, are dropped."""
+    ids = list(dict.fromkeys(ids))
+    for id_ in ids:
+        TOOLS["memory_forget"].validate({"id": id_})        # the tool's check and message
+        doc, ord_ = v.memory_id(id_)
+        if ord_ is None:    # what forget() finds: the document even when expired (until purged)
+            if not engine.store.query("SELECT 1 FROM documents WHERE id = ?", (doc,)):
+                raise NotFound(f"no memory {id_!r} (never stored, forgotten, or expired and purged)")
+        elif not engine.store.query("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc, ord_)):
+            raise NotFound(f"no memory section {id_!r}")
+    whole = {id_ for id_ in ids if "#" not in id_}
+    return [id_ for id_ in ids if "#" not in id_ or id_.split("#")[0] not in whole]

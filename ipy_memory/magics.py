@@ -20,8 +20,8 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 
 from . import tools
 from ._formatters import ShellDisplay
-from ._magicline import (HINTS, bad_setting, given, named_memory, provenance, scope_arg, shown_as_output, split_options,
-                         unquote, without_settings)
+from ._magicline import (HINTS, bad_setting, given, ids_to_forget, named_memory, provenance, scope_arg,
+                         shown_as_output, split_options, unquote, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -49,6 +49,11 @@ def current_engine(shell=None) -> MemoryEngine:
     if magics is None or not getattr(magics, "_installed", False):
         raise UsageError("ipy_memory is not loaded: run %load_ext ipy_memory first")
     return magics.engine
+
+
+def _usage_error(message: str, kind: str, usage: str) -> UsageError:
+    """The error a magic shows: the message, then what to do next (by the error's class name) or its usage."""
+    return UsageError(f"{message}\n{HINTS.get(kind, f'usage: {usage}  (see {usage.split()[0]}?)')}")
 
 
 def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
@@ -251,9 +256,7 @@ class MemoryMagics(Magics):
         result = tools.call_tool(tool, {k: val for k, val in arguments.items() if val is not None},
                                  engine=self.engine, metadata=metadata)
         if result.is_error:
-            kind = (result.data or {}).get("type", "")
-            hint = HINTS.get(kind, f"usage: {usage}  (see {usage.split()[0]}?)")
-            raise UsageError(f"{result.data['error']}\n{hint}")
+            raise _usage_error(result.data["error"], (result.data or {}).get("type", ""), usage)
         return result.value
 
     def provenance(self, magic: str, source: str) -> dict:
@@ -391,14 +394,17 @@ class MemoryMagics(Magics):
 
     @line_magic
     def forget(self, line: str):
-        """Delete memories (or single sections) by id, permanently.
+        """Delete memories (or single sections) by id, permanently; every id is checked before any is deleted.
 
             %forget m-0123456789abcdef
             %forget m-0123456789abcdef#2 m-fedcba9876543210
         """
-        ids = line.split()
-        if not ids:
+        if not line.split():
             raise UsageError("which memory? %forget ID (ids are shown by %memories and %recall)")
+        try:
+            ids = ids_to_forget(self.engine, line.split())
+        except IpyMemoryError as exc:
+            raise _usage_error(str(exc), type(exc).__name__, "%forget ID [ID ...]") from None
         for id_ in ids:
             r = self._call("memory_forget", {"id": id_}, "%forget ID [ID ...]")
             print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")

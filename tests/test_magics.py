@@ -394,3 +394,23 @@ def test_store_name_in_quotes_is_unquoted(ip, typed):
     assert (m.title, m.metadata["name"]) == ("my notes", "my notes")
     again = ip.run_cell_magic("store", "my notes", "# Notes\nSecond version.\n")     # the same name, unquoted
     assert again.id == first.id and "Second" in current_engine(ip).get(first.id).content
+
+
+@pytest.mark.parametrize("bad", ["BAD", "m-0000000000000000", "m-0000000000000000#1", "{id}#9"])
+def test_forget_checks_every_id_before_deleting_any(ip, bad):
+    keep = ip.run_line_magic("remember", "# Kept\nThis memory must survive a bad %forget.").id
+    other = ip.run_line_magic("remember", "# Also kept\nAnd so must this one.").id
+    with pytest.raises(UsageError, match="expected form|no memory"):
+        ip.run_line_magic("forget", f"{keep} {other} {bad.format(id=keep)}")
+    assert {m.id for m in ip.run_line_magic("memories", "")} == {keep, other}
+
+
+def test_forget_repeats_and_covered_sections_are_harmless(ip, capsys):
+    doc = ip.run_line_magic("remember", "# A\nfirst section\n\n# B\nsecond section")
+    other = ip.run_line_magic("remember", "# C\nthird\n\n# D\nfourth").id
+    assert doc.node_count == 2
+    capsys.readouterr()
+    ip.run_line_magic("forget", f"{doc.id} {doc.id} {doc.id}#1 {other}#1 {other}#1")
+    out = capsys.readouterr().out
+    assert lines(out, "forgot") == [f"forgot {doc.id} (2 sections)", f"forgot {other}#1 (1 section)"]
+    assert [m.id for m in ip.run_line_magic("memories", "")] == [other]
