@@ -56,6 +56,12 @@ def _usage_error(message: str, kind: str, usage: str) -> UsageError:
     return UsageError(f"{message}\n{HINTS.get(kind, f'usage: {usage}  (see {usage.split()[0]}?)')}")
 
 
+def _no_arguments(magic: str, line: str) -> None:
+    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated)."""
+    if line.strip():
+        raise UsageError(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
+
+
 def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     try:
         return scope_arg(value, what)
@@ -390,6 +396,7 @@ class MemoryMagics(Magics):
 
             %memstats
         """
+        _no_arguments("%memstats", line)
         return self._call("memory_stats", {}, "%memstats")
 
     @line_magic
@@ -410,6 +417,7 @@ class MemoryMagics(Magics):
             print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")
 
     def _lifecycle(self, method: str, line: str):
+        _no_arguments(f"%mem{method}", line)
         try:
             result = tools.maintenance(method)(self.engine, {}, None)
         except IpyMemoryError as exc:

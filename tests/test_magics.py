@@ -414,3 +414,16 @@ def test_forget_repeats_and_covered_sections_are_harmless(ip, capsys):
     out = capsys.readouterr().out
     assert lines(out, "forgot") == [f"forgot {doc.id} (2 sections)", f"forgot {other}#1 (1 section)"]
     assert [m.id for m in ip.run_line_magic("memories", "")] == [other]
+
+
+@pytest.mark.parametrize("magic,method", [("memstats", "stats"), ("memdream", "dream"), ("memrotate", "rotate"),
+                                          ("memcompact", "compact")])
+def test_magics_without_options_reject_arguments_before_doing_anything(ip, monkeypatch, magic, method):
+    engine, called = current_engine(ip), []
+    monkeypatch.setattr(engine, method, lambda *a, **k: called.append(method) or {})
+    for line in ("--dry-run", "-n 5", "now please"):
+        with pytest.raises(UsageError, match=rf"%{magic} takes no arguments"):
+            ip.run_line_magic(magic, line)
+    assert called == []
+    ip.run_line_magic(magic, "  ")
+    assert called == [method]
