@@ -7,6 +7,7 @@ Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import os
@@ -86,12 +87,35 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     return "+".join(s for s in SCOPES if s in parts)
 
 
-def shown_as_output(raw_cell: str, invocation: str) -> bool:
-    """Whether the cell ends with this magic call, unsilenced, so IPython shows what it returns."""
-    raw = raw_cell.strip()
-    last = raw.splitlines()[-1].strip() if raw else ""
-    shown = raw.startswith("%%") if invocation.startswith("%%") else last.split() == invocation.split()
-    return shown and not last.endswith(";")
+def shown_as_output(code: str, kind: str, name: str, line: str, interactivity: str = "last_expr") -> bool:
+    """Whether IPython's displayhook will show what this magic call returns, judged as IPython does: from
+    the running cell as transformed (`code`: %magic, automagic and %%cell all become get_ipython().run_*_magic
+    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    if interactivity == "none" or not body:
+        return False
+    last = body[-1]
+    shown = [n.value for n in (body if interactivity == "all" else [last]) if isinstance(n, ast.Expr)]
+    if interactivity == "last_expr_or_assign" and _assigns_one_name(last):
+        shown.append(last.value)       # IPython shows the name it was assigned to
+    return any(_is_magic_call(value, kind, name, line) for value in shown)
+
+
+def _assigns_one_name(node) -> bool:
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return isinstance(node.target, ast.Name)
+    return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+
+
+def _is_magic_call(node, kind: str, name: str, line: str) -> bool:
+    """`node` is get_ipython().run_{kind}_magic(name, line, ...)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == f"run_{kind}_magic" and len(node.args) >= 2
+            and all(isinstance(a, ast.Constant) for a in node.args[:2])
+            and [a.value for a in node.args[:2]] == [name, line])
 
 
 def provenance(shell, cell, magic: str, source: str) -> dict:

@@ -228,9 +228,11 @@ class MemoryMagics(Magics):
     def _pretty_remember(self, obj, p, cycle) -> None:
         p.text(obj.summary())
 
-    def _announce(self, result, invocation: str, summary: str | None = None):
-        """Print the one-line summary, unless the result is about to be shown as the cell's output."""
-        if not shown_as_output(getattr(self._cell, "raw_cell", None) or "", invocation):
+    def _announce(self, result, kind: str, name: str, line: str, summary: str | None = None):
+        """Print the one-line summary, unless IPython is about to show the result as the cell's output."""
+        raw = getattr(self._cell, "raw_cell", None)
+        code = self.shell.transform_cell(raw) if raw else ""
+        if not shown_as_output(code, kind, name, line, self.shell.ast_node_interactivity):
             print(summary if summary is not None else result.summary())
         return result
 
@@ -308,7 +310,8 @@ class MemoryMagics(Magics):
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
         return self._announce(self._call("memory_remember", arguments, "%remember [options] TEXT",
-                                         self.provenance("remember", source)), source.split("\n")[0])
+                                         self.provenance("remember", source)),
+                              "line" if cell is None else "cell", "remember", line)
 
     @no_var_expand
     @magic_arguments()
@@ -340,7 +343,7 @@ class MemoryMagics(Magics):
             replace = named_memory(self.engine, name, _scope_arg(scope))
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
         return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta),
-                              "%%store")
+                              "cell", "store", line)
 
     @no_var_expand
     @magic_arguments()
@@ -422,7 +425,7 @@ class MemoryMagics(Magics):
             result = tools.maintenance(method)(self.engine, {}, None)
         except IpyMemoryError as exc:
             raise UsageError(f"{type(exc).__name__}: {exc}") from None
-        return self._announce(result.value, f"%mem{method} {line}", result.text)
+        return self._announce(result.value, "line", f"mem{method}", line, result.text)
 
     @line_magic
     def memdream(self, line: str = ""):

@@ -427,3 +427,40 @@ def test_magics_without_options_reject_arguments_before_doing_anything(ip, monke
     assert called == []
     ip.run_line_magic(magic, "  ")
     assert called == [method]
+
+
+@pytest.mark.parametrize("store_history", [False, True])          # a kernel runs cells with store_history=True
+@pytest.mark.parametrize("cell", [
+    "%remember percent form",
+    "remember automagic form",
+    "remember -t 'Quoted' automagic with options",
+    "x = %remember assigned form",
+    "%remember ends with a semicolon;",
+    "%%remember\n# Cell\nbody",
+    "%%store named\n# Named\nbody",
+    "%%store named\n# Named\nbody ends with a semicolon;",
+    "%%store\nunnamed body\n;",
+    "if True:\n    %remember inside a block",
+    "%remember first of two\nprint('between')",
+])
+def test_summary_shows_exactly_once(ip, capsys, cell, store_history):
+    capsys.readouterr()
+    ip.run_cell(cell, store_history=store_history)
+    out = capsys.readouterr().out
+    assert len(lines(out, "stored m-")) == 1, out
+
+
+def test_lifecycle_summary_shows_exactly_once(ip, capsys):
+    for cell in ("%memrotate", "memrotate", "r = %memrotate"):
+        capsys.readouterr()
+        ip.run_cell(cell, store_history=True)
+        assert len(lines(capsys.readouterr().out, "moved_documents")) == 1, cell
+
+
+def test_summary_with_every_statement_shown(ip, capsys):
+    ip.ast_node_interactivity = "all"
+    ip.run_cell("%remember first\n%remember second")
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 2
+    ip.ast_node_interactivity = "last_expr_or_assign"
+    ip.run_cell("x = %remember assigned and shown")
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 1
