@@ -33,6 +33,21 @@ HINTS = {
 }
 
 
+def open_hint(exc: Exception, project: str, locale: str) -> str:
+    """What to change when the engine cannot open: the setting at fault (data_dir only for the store's errors)."""
+    kind = type(exc).__name__
+    if kind != "InvalidArgument":
+        return HINTS.get(kind, HINTS["StorageError"])
+    if not locale:      # Settings' one check the traits do not make
+        return "pick a language: %config MemoryMagics.locale = 'en' (or 'zh')"
+    try:
+        if project:
+            v.name(project, "project")
+    except InvalidArgument:
+        return "use a plain name: %config MemoryMagics.project = 'myproject' ('' = from the git remote or directory)"
+    return HINTS["EmbeddingError"]     # the only other setting checked as the engine opens (or IPY_MEMORY_EMBED_PRESET)
+
+
 def given(value, default):
     """An option typed on the line wins, even 0 (which then fails validation loudly)."""
     return default if value is None else value

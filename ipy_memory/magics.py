@@ -20,7 +20,7 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 
 from . import tools
 from ._formatters import ShellDisplay
-from ._magicline import (HINTS, bad_setting, given, ids_to_forget, named_memory, provenance, scope_arg,
+from ._magicline import (HINTS, bad_setting, given, ids_to_forget, named_memory, open_hint, provenance, scope_arg,
                          shown_as_output, split_options, unquote, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
@@ -134,8 +134,7 @@ class MemoryMagics(Magics):
                 self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
                                             project=self.project or None, settings=settings)
             except IpyMemoryError as exc:
-                raise UsageError(f"cannot open the memory store: {exc}\n"
-                                 + HINTS.get(type(exc).__name__, HINTS["StorageError"])) from None
+                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project, self.locale)}") from None
             self._engine_key = key
         return self._engine
 

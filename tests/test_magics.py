@@ -464,3 +464,13 @@ def test_summary_with_every_statement_shown(ip, capsys):
     ip.ast_node_interactivity = "last_expr_or_assign"
     ip.run_cell("x = %remember assigned and shown")
     assert len(lines(capsys.readouterr().out, "stored m-")) == 1
+
+
+@pytest.mark.parametrize("setting,value", [("project", "bad\x01name"), ("project", "x" * 300), ("project", "../up"),
+                                           ("embedder", "bogus"), ("locale", "")])
+def test_open_error_hint_names_the_setting_at_fault(ip, setting, value):
+    ip.run_line_magic("config", f"MemoryMagics.{setting} = {value!r}")
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("memstats", "")
+    message = str(caught.value)
+    assert f"%config MemoryMagics.{setting} = " in message and "data_dir" not in message, message
