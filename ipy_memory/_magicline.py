@@ -61,7 +61,7 @@ def unquote(token: str) -> str:
     return parts[0] if len(parts) == 1 else token
 
 
-def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
+def split_options(parser, line: str) -> tuple[list[str], str]:
     """The leading options of `line` that argparse `parser` knows (as tokens for parse_args), and the
     rest of the line verbatim (quotes, $, {} kept): free text starts at the first token that is no
     option ('-5 degrees', '- a bullet'), or after '--'."""
@@ -76,7 +76,7 @@ def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
         action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
         if action is None:
             if re.match(r"^--?[A-Za-z]", tok):
-                raise InvalidArgument(f"unknown option {tok!r}; see %{magic}? (put -- before text that starts with '-')")
+                raise InvalidArgument(f"unknown option {tok!r} (put -- before text that starts with '-')")
             break
         opts.append(tok)
         rest = rest[m.end():].strip()
@@ -84,7 +84,7 @@ def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
         if action.nargs != 0 and not attached:
             m = _TOKEN.match(rest)
             if not m:
-                raise InvalidArgument(f"option {tok} needs a value; see %{magic}?")
+                raise InvalidArgument(f"option {tok} needs a value")
             opts.append(unquote(m.group(1)))
             rest = rest[m.end():].strip()
     return opts, rest

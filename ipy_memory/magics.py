@@ -242,13 +242,14 @@ class MemoryMagics(Magics):
         self._cell = None
 
     # ------------------------------------------------------------------------------ helpers
-    def _parse(self, func, line: str, *, expand_text: bool = True):
-        """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {})."""
+    def _parse(self, func, line: str, typed: str, *, expand_text: bool = True):
+        """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {}).
+        Errors name the magic as `typed`: %%store, not %store (IPython's own)."""
         try:
-            opts, rest = split_options(func.parser, line, func.__name__)
-        except InvalidArgument as exc:
-            raise UsageError(str(exc)) from None
-        args = func.parser.parse_args(opts)
+            opts, rest = split_options(func.parser, line)
+            args = func.parser.parse_args(opts)
+        except (InvalidArgument, UsageError) as exc:     # argparse's errors are UsageErrors naming no magic
+            raise UsageError(f"{typed}: {exc}; see {typed}?") from None
         if getattr(args, "expand", False) and expand_text:
             rest = self._expand(rest)
         return args, rest
@@ -284,7 +285,7 @@ class MemoryMagics(Magics):
     @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("--replace", metavar="ID", help="overwrite memory ID with this text")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the text first")
-    @argument("text", nargs="*", help="the text (line form); the cell body in %%remember")
+    @argument("text", nargs="*", help="the text (line form); the cell body in %%%%remember")   # argparse %-formats
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
         """Store a note in long-term memory; prints one line and returns the RememberResult.
@@ -298,22 +299,23 @@ class MemoryMagics(Magics):
 
         `$var` and `{expr}` are kept literally unless you pass -v/--expand.
         """
-        args, text = self._parse(self.remember, line, expand_text=cell is None)
+        kind, typed = ("line", "%remember") if cell is None else ("cell", "%%remember")
+        args, text = self._parse(self.remember, line, typed, expand_text=cell is None)
         if cell is not None:
             args.title = args.title or text or None
             text = self._expand(cell) if args.expand else cell
         if not text.strip():
             raise UsageError("nothing to remember: %remember TEXT, or %%remember with the note in the cell body")
         scope = args.scope or self.scope
-        source = f"%%remember {line}\n{cell}" if cell is not None else f"%remember {line}"
+        source = f"{typed} {line}" + ("" if cell is None else f"\n{cell}")
+        usage = f"{typed} [options] " + ("TEXT" if cell is None else "[TITLE]")
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
-        return self._announce(self._call("memory_remember", arguments, "%remember [options] TEXT",
-                                         self.provenance("remember", source)),
-                              "line" if cell is None else "cell", "remember", line)
+        result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
+        return self._announce(result, kind, "remember", line)
 
     @no_var_expand
-    @magic_arguments()
+    @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
     @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
     @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
@@ -329,7 +331,7 @@ class MemoryMagics(Magics):
 
         With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
         """
-        args, name = self._parse(self.store, line)
+        args, name = self._parse(self.store, line, "%%store")
         name = unquote(name.strip()) or None      # %%store "my notes" names it my notes
         body = self._expand(cell) if args.expand else cell
         if not body.strip():
@@ -364,13 +366,14 @@ class MemoryMagics(Magics):
 
         %recall is %memrecall while ipy_memory is loaded; IPython's own %recall is then %rep.
         """
-        args, query = self._parse(self.memrecall, line)
+        typed = "%recall" if ("line", "recall") in self._ours else "%memrecall"
+        args, query = self._parse(self.memrecall, line, typed)
         if not query.strip():
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
         arguments = dict(query=query, scope=self._search_scope(args.scope), project=args.project,
                          limit=given(args.limit, self.limit),
                          max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
-        result = self._call("memory_search", arguments, "%recall [-n LIMIT] [-s SCOPE] [--block] QUERY")
+        result = self._call("memory_search", arguments, f"{typed} [-n LIMIT] [-s SCOPE] [--block] QUERY")
         return RecallBlock(result.block) if args.block else result
 
     @magic_arguments()
@@ -385,7 +388,7 @@ class MemoryMagics(Magics):
             %memories
             %memories -s global -n 20 --offset 20
         """
-        args, rest = self._parse(self.memories, line)
+        args, rest = self._parse(self.memories, line, "%memories")
         if rest:
             raise UsageError(f"%memories takes options only, not {rest!r}; to search use %recall {rest}")
         arguments = dict(scope=_scope_arg(args.scope), project=args.project, limit=args.limit, offset=args.offset)

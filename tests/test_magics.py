@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -474,3 +475,37 @@ def test_open_error_hint_names_the_setting_at_fault(ip, setting, value):
         ip.run_line_magic("memstats", "")
     message = str(caught.value)
     assert f"%config MemoryMagics.{setting} = " in message and "data_dir" not in message, message
+
+
+def test_help_names_each_magic_as_typed(ip):
+    store_doc = ip.find_cell_magic("store").__doc__
+    assert "%%store [-s SCOPE]" in store_doc and not re.search(r"(?<!%)%store \[", store_doc)
+    assert "the cell body in %%remember" in ip.find_cell_magic("remember").__doc__
+
+
+@pytest.mark.parametrize("run,typed", [
+    (lambda ip, line: ip.run_cell_magic("store", line, "body"), "%%store"),
+    (lambda ip, line: ip.run_cell_magic("remember", line, "body"), "%%remember"),
+    (lambda ip, line: ip.run_line_magic("remember", line), "%remember"),
+    (lambda ip, line: ip.run_line_magic("recall", line), "%recall"),
+    (lambda ip, line: ip.run_line_magic("memrecall", line), "%recall"),
+])
+@pytest.mark.parametrize("line", ["--bogus text", "--ttl abc text", "-n abc text", "-t"])
+def test_errors_name_each_magic_as_typed(ip, run, typed, line):
+    with pytest.raises(UsageError) as caught:
+        run(ip, line)
+    message = str(caught.value)
+    assert f"see {typed}?" in message, message
+    other = {"%%store": "%store", "%%remember": "%remember"}.get(typed)
+    assert other is None or not re.search(rf"(?<!%){other}\b", message), message
+
+
+def test_recall_errors_name_memrecall_when_recall_is_ipythons(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, shadow_builtins=False)
+    try:
+        load(shell, tmp_path)
+        with pytest.raises(UsageError, match=r"see %memrecall\?"):
+            shell.run_line_magic("memrecall", "--bogus query")
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
