@@ -94,6 +94,8 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     """'global+project' -> 'project+global' (canonical order); InvalidArgument for unknown parts."""
     if value is None:
         return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str such as 'project+global', not {type(value).__name__}")
     parts = {p.strip() for p in value.split("+")}
     bad = parts - set(SCOPES)
     if bad or not parts:

@@ -16,6 +16,8 @@ import html
 import ipywidgets as w
 
 from . import _display
+from . import _validate as v
+from ._magicline import scope_arg
 from ._formatters import ShellDisplay  # noqa: F401  (re-exported: it lived here)
 from IPython.core.error import UsageError
 
@@ -64,6 +66,12 @@ def _kernel_engine():
     if magics is None:
         raise InvalidArgument("ipy_memory is no longer loaded: run %load_ext ipy_memory, or pass an engine")
     return magics.engine
+
+
+def _live_arg(live):
+    if live is not None and not isinstance(live, bool):
+        raise InvalidArgument(f"live must be True, False or None (detect), not {live!r}")
+    return live
 
 
 class _Static:
@@ -143,7 +151,12 @@ class RecallBrowser(_Static, w.VBox):
     def __init__(self, engine=None, *, query: str = "", scope: str = "project+global", limit: int = 10,
                  result=None, live: bool | None = None):
         self._engine_source = _engine_source(engine)
-        self.live = live
+        self.live = _live_arg(live)
+        query = v.text(query, "query", max_chars=10_000, allow_empty=True)
+        scope = scope_arg(scope, "scope") or "project+global"     # any order, as the magics take it
+        limit = v.integer(limit, "limit", 1, 50)
+        if result is not None and not isinstance(result, RecallResult):
+            raise InvalidArgument(f"result must be a RecallResult (e.g. mem.recall(...)) or None, not {type(result).__name__}")
         self.result = result
         self.hit_views: list[HitView] = []
         self.query_box = w.Text(value=query or getattr(result, "query", ""), placeholder="search memory…",
@@ -222,7 +235,9 @@ class TierStats(_Static, w.VBox):
 
     def __init__(self, engine=None, *, stats=None, live: bool | None = None):
         self._engine_source = _engine_source(engine)
-        self.live = live
+        self.live = _live_arg(live)
+        if stats is not None and not isinstance(stats, Stats):
+            raise InvalidArgument(f"stats must be a Stats (e.g. mem.stats()) or None, not {type(stats).__name__}")
         self.stats = None
         self.view = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))

@@ -170,6 +170,30 @@ def test_failed_search_drops_the_previous_result(stocked):
     assert b.search() is None and b.result is None                            # the box's query, failing again
 
 
+def test_scope_in_any_order(stocked):
+    b = RecallBrowser(stocked, scope="global+project", query="deploys")
+    assert b.scope_box.value == "project+global" and b.result is not None
+    assert RecallBrowser(stocked, scope=" global + session ").scope_box.value == "session+global"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"scope": "bogus"}, "unknown scope"), ({"scope": "global+bogus"}, "unknown scope"), ({"scope": 3}, "scope"),
+    ({"query": 5}, "query"), ({"query": b"sales"}, "query"), ({"limit": 0}, "limit"), ({"limit": 51}, "limit"),
+    ({"limit": "5"}, "limit"), ({"limit": True}, "limit"), ({"live": "yes"}, "live"), ({"result": "x"}, "result"),
+])
+def test_browser_arguments_are_checked(stocked, kwargs, match):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match=match):
+        RecallBrowser(stocked, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"stats": {"documents": 1}}, "stats"), ({"live": 1}, "live")])
+def test_tier_stats_arguments_are_checked(stocked, kwargs, match):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match=match):
+        TierStats(stocked, **kwargs)
+
+
 def test_an_engine_must_be_an_engine():
     from ipy_memory.errors import InvalidArgument
     for cls in (RecallBrowser, TierStats):
