@@ -1,6 +1,7 @@
-"""What the magics do with a line and a cell that needs no IPython import: splitting options from free
-text, scope arguments, provenance metadata, whether a result is about to be shown as the cell's output,
-the memory a %%store NAME cell stored before, the settings a config holds that their traits reject.
+"""What the magics do that needs no IPython import: splitting options from free text, scope arguments,
+$var expansion, provenance metadata, the one-line summary unless the result shows as the cell's output,
+error texts and hints, the ids %forget deletes, the memory a %%store NAME cell stored before, the
+config values their traits reject, the entries put in IPython's magic tables and what they replaced.
 
 Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (a message, no traceback).
 """
@@ -13,7 +14,9 @@ import hashlib
 import os
 import re
 import shlex
+import sys
 import time
+import warnings
 
 from . import _validate as v
 from .config import SCOPES, default_session
@@ -46,6 +49,71 @@ def open_hint(exc: Exception, project: str, locale: str) -> str:
     except InvalidArgument:
         return "use a plain name: %config MemoryMagics.project = 'myproject' ('' = from the git remote or directory)"
     return HINTS["EmbeddingError"]     # the only other setting checked as the engine opens (or IPY_MEMORY_EMBED_PRESET)
+
+
+_MISSING = object()
+
+
+class RecallBlock(str):
+    """The `<memory-recall>` text (a str) that shows as plain text rather than a quoted repr."""
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+class MagicTable:
+    """The entries put in IPython's magic tables (`manager.magics`) and what each replaced, so that
+    taking them out restores exactly what was there."""
+
+    def __init__(self, manager):
+        self.manager = manager
+        self.saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
+        self.ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
+
+    def put(self, kind: str, name: str, fn) -> None:
+        table = self.manager.magics[kind]
+        if (kind, name) not in self.saved:
+            self.saved[(kind, name)] = table.get(name, _MISSING)
+        table[name] = self.ours[(kind, name)] = fn
+
+    def restore(self, kind: str, name: str) -> None:
+        table = self.manager.magics[kind]
+        old, ours = self.saved.pop((kind, name), _MISSING), self.ours.pop((kind, name), None)
+        if table.get(name) is not ours:
+            return   # replaced by someone else since: leave theirs
+        if old is _MISSING:
+            table.pop(name, None)
+        else:
+            table[name] = old
+
+    def restore_all(self) -> None:
+        for kind, name in list(self.saved):
+            self.restore(kind, name)
+
+
+def expand_vars(shell, text: str) -> str:
+    """$var and {expr} in `text` expanded in the user's namespace (the frame running the cell, found by its globals)."""
+    frame, depth = sys._getframe(0), 0
+    while frame is not None and frame.f_globals is not shell.user_ns:
+        frame, depth = frame.f_back, depth + 1
+    return shell.var_expand(text, depth=depth if frame is not None else 10_000)
+
+
+def loaded_magics(shell):
+    """The shell's MemoryMagics while ipy_memory is loaded, else None."""
+    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
+    return magics if getattr(magics, "_installed", False) else None
+
+
+def error_text(message: str, kind: str, usage: str) -> str:
+    """What a magic shows for an error: the message, then what to do next (by the error's class name) or its usage."""
+    return f"{message}\n{HINTS.get(kind, f'usage: {usage}  (see {usage.split()[0]}?)')}"
+
+
+def no_arguments(magic: str, line: str) -> None:
+    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated)."""
+    if line.strip():
+        raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
 
 
 def given(value, default):
@@ -102,6 +170,16 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
         raise InvalidArgument(f"unknown scope {value!r} for {what}: use session, project, global or a '+'-joined "
                               "combination, e.g. -s project+global")
     return "+".join(s for s in SCOPES if s in parts)
+
+
+def announce(shell, cell, result, kind: str, name: str, line: str, summary: str | None = None):
+    """Print the one-line summary of `result`, unless IPython is about to show it as the cell's output
+    (`cell`: the running cell's ExecutionInfo, None outside a cell). Returns `result`."""
+    raw = getattr(cell, "raw_cell", None)
+    code = shell.transform_cell(raw) if raw else ""
+    if not shown_as_output(code, kind, name, line, shell.ast_node_interactivity):
+        print(summary if summary is not None else result.summary())
+    return result
 
 
 def shown_as_output(code: str, kind: str, name: str, line: str, interactivity: str = "last_expr") -> bool:
@@ -184,8 +262,23 @@ def bad_setting(owner: str, name: str, value, trait, kept) -> str:
             f"Fix it with %config {owner}.{name} = <a valid value>")
 
 
+def rejected_settings(owner, config: dict, traits: dict, accepts) -> list[str]:
+    """The settings in `config` (the owner's section) whose value `accepts(trait, value)` refuses, each
+    reported with a warning at every load (a fresh registry: Python shows one once per code line)."""
+    rejected = []
+    for name, value in config.items():
+        if name in traits and not accepts(traits[name], value):
+            warnings.warn_explicit(bad_setting(type(owner).__name__, name, value, traits[name], getattr(owner, name)),
+                                   UserWarning, __file__, 0, module=__name__, registry={})
+            rejected.append(name)
+    return rejected
+
+
 def without_settings(config: dict, sections: list[str], names: list[str]) -> dict:
-    """A copy of a traitlets Config without `names` in any section named in `sections` (nested ones too)."""
+    """A copy of a traitlets Config without `names` in any section named in `sections` (nested ones too);
+    the config itself when there are none."""
+    if not names:
+        return config
     out = copy.deepcopy(config)
     stack = [out]
     while stack:

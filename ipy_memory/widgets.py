@@ -17,7 +17,7 @@ import ipywidgets as w
 
 from . import _display
 from . import _validate as v
-from ._magicline import scope_arg
+from ._magicline import loaded_magics, scope_arg
 from ._formatters import ShellDisplay  # noqa: F401  (re-exported: it lived here)
 from IPython.core.error import UsageError
 
@@ -37,8 +37,7 @@ def _magics():
     except ImportError:  # pragma: no cover - IPython is a dependency
         return None, None
     shell = get_ipython()
-    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
-    return shell, (magics if getattr(magics, "_installed", False) else None)
+    return shell, loaded_magics(shell)
 
 
 def live_widgets() -> bool:
