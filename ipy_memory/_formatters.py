@@ -48,7 +48,7 @@ class ShellDisplay:
         if self.magics.display != "widget" or getattr(self.shell, "kernel", None) is None:
             return None
         from .widgets import WIDGET_MIME, RecallBrowser, TierStats     # (ipywidgets: only for a live view)
-        engine = self.magics.engine
-        view = RecallBrowser(engine, result=obj, live=True) if isinstance(obj, RecallResult) else \
-            TierStats(engine, stats=obj, live=True)
+        # no engine passed: the view looks up the kernel's on each call, so it follows a reopened one
+        view = RecallBrowser(result=obj, live=True) if isinstance(obj, RecallResult) else \
+            TierStats(stats=obj, live=True)
         return {WIDGET_MIME: view._repr_mimebundle_()[WIDGET_MIME]}

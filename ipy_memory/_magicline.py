@@ -1,20 +1,27 @@
-"""What the magics do with a line and a cell that needs no IPython import: splitting options from free
-text, scope arguments, provenance metadata, whether a result is about to be shown as the cell's output,
-the memory a %%store NAME cell stored before.
+"""What the magics do that needs no IPython import: splitting options from free text, scope arguments,
+$var expansion, provenance metadata, the one-line summary unless the result shows as the cell's output,
+error texts and hints, the ids %forget deletes, the memory a %%store NAME cell stored before, the
+config values their traits reject, the entries put in IPython's magic tables and what they replaced.
 
 Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (a message, no traceback).
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import hashlib
 import os
 import re
 import shlex
+import sys
 import time
+import warnings
 
+from . import _validate as v
 from .config import SCOPES, default_session
-from .errors import InvalidArgument
+from .errors import InvalidArgument, NotFound
+from .tools import TOOLS
 
 # one token: quoted parts kept whole, or a run of non-space characters
 _TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
@@ -27,6 +34,86 @@ HINTS = {
     "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
     "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
 }
+
+
+def open_hint(exc: Exception, project: str, locale: str) -> str:
+    """What to change when the engine cannot open: the setting at fault (data_dir only for the store's errors)."""
+    kind = type(exc).__name__
+    if kind != "InvalidArgument":
+        return HINTS.get(kind, HINTS["StorageError"])
+    if not locale:      # Settings' one check the traits do not make
+        return "pick a language: %config MemoryMagics.locale = 'en' (or 'zh')"
+    try:
+        if project:
+            v.name(project, "project")
+    except InvalidArgument:
+        return "use a plain name: %config MemoryMagics.project = 'myproject' ('' = from the git remote or directory)"
+    return HINTS["EmbeddingError"]     # the only other setting checked as the engine opens (or IPY_MEMORY_EMBED_PRESET)
+
+
+_MISSING = object()
+
+
+class RecallBlock(str):
+    """The `<memory-recall>` text (a str) that shows as plain text rather than a quoted repr."""
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+class MagicTable:
+    """The entries put in IPython's magic tables (`manager.magics`) and what each replaced, so that
+    taking them out restores exactly what was there."""
+
+    def __init__(self, manager):
+        self.manager = manager
+        self.saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
+        self.ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
+
+    def put(self, kind: str, name: str, fn) -> None:
+        table = self.manager.magics[kind]
+        if (kind, name) not in self.saved:
+            self.saved[(kind, name)] = table.get(name, _MISSING)
+        table[name] = self.ours[(kind, name)] = fn
+
+    def restore(self, kind: str, name: str) -> None:
+        table = self.manager.magics[kind]
+        old, ours = self.saved.pop((kind, name), _MISSING), self.ours.pop((kind, name), None)
+        if table.get(name) is not ours:
+            return   # replaced by someone else since: leave theirs
+        if old is _MISSING:
+            table.pop(name, None)
+        else:
+            table[name] = old
+
+    def restore_all(self) -> None:
+        for kind, name in list(self.saved):
+            self.restore(kind, name)
+
+
+def expand_vars(shell, text: str) -> str:
+    """$var and {expr} in `text` expanded in the user's namespace (the frame running the cell, found by its globals)."""
+    frame, depth = sys._getframe(0), 0
+    while frame is not None and frame.f_globals is not shell.user_ns:
+        frame, depth = frame.f_back, depth + 1
+    return shell.var_expand(text, depth=depth if frame is not None else 10_000)
+
+
+def loaded_magics(shell):
+    """The shell's MemoryMagics while ipy_memory is loaded, else None."""
+    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
+    return magics if getattr(magics, "_installed", False) else None
+
+
+def error_text(message: str, kind: str, usage: str) -> str:
+    """What a magic shows for an error: the message, then what to do next (by the error's class name) or its usage."""
+    return f"{message}\n{HINTS.get(kind, f'usage: {usage}  (see {usage.split()[0]}?)')}"
+
+
+def no_arguments(magic: str, line: str) -> None:
+    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated)."""
+    if line.strip():
+        raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
 
 
 def given(value, default):
@@ -42,7 +129,7 @@ def unquote(token: str) -> str:
     return parts[0] if len(parts) == 1 else token
 
 
-def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
+def split_options(parser, line: str) -> tuple[list[str], str]:
     """The leading options of `line` that argparse `parser` knows (as tokens for parse_args), and the
     rest of the line verbatim (quotes, $, {} kept): free text starts at the first token that is no
     option ('-5 degrees', '- a bullet'), or after '--'."""
@@ -57,7 +144,7 @@ def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
         action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
         if action is None:
             if re.match(r"^--?[A-Za-z]", tok):
-                raise InvalidArgument(f"unknown option {tok!r}; see %{magic}? (put -- before text that starts with '-')")
+                raise InvalidArgument(f"unknown option {tok!r} (put -- before text that starts with '-')")
             break
         opts.append(tok)
         rest = rest[m.end():].strip()
@@ -65,7 +152,7 @@ def split_options(parser, line: str, magic: str) -> tuple[list[str], str]:
         if action.nargs != 0 and not attached:
             m = _TOKEN.match(rest)
             if not m:
-                raise InvalidArgument(f"option {tok} needs a value; see %{magic}?")
+                raise InvalidArgument(f"option {tok} needs a value")
             opts.append(unquote(m.group(1)))
             rest = rest[m.end():].strip()
     return opts, rest
@@ -75,6 +162,8 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     """'global+project' -> 'project+global' (canonical order); InvalidArgument for unknown parts."""
     if value is None:
         return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str such as 'project+global', not {type(value).__name__}")
     parts = {p.strip() for p in value.split("+")}
     bad = parts - set(SCOPES)
     if bad or not parts:
@@ -83,12 +172,45 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     return "+".join(s for s in SCOPES if s in parts)
 
 
-def shown_as_output(raw_cell: str, invocation: str) -> bool:
-    """Whether the cell ends with this magic call, unsilenced, so IPython shows what it returns."""
-    raw = raw_cell.strip()
-    last = raw.splitlines()[-1].strip() if raw else ""
-    shown = raw.startswith("%%") if invocation.startswith("%%") else last.split() == invocation.split()
-    return shown and not last.endswith(";")
+def announce(shell, cell, result, kind: str, name: str, line: str, summary: str | None = None):
+    """Print the one-line summary of `result`, unless IPython is about to show it as the cell's output
+    (`cell`: the running cell's ExecutionInfo, None outside a cell). Returns `result`."""
+    raw = getattr(cell, "raw_cell", None)
+    code = shell.transform_cell(raw) if raw else ""
+    if not shown_as_output(code, kind, name, line, shell.ast_node_interactivity):
+        print(summary if summary is not None else result.summary())
+    return result
+
+
+def shown_as_output(code: str, kind: str, name: str, line: str, interactivity: str = "last_expr") -> bool:
+    """Whether IPython's displayhook will show what this magic call returns, judged as IPython does: from
+    the running cell as transformed (`code`: %magic, automagic and %%cell all become get_ipython().run_*_magic
+    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity."""
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    if interactivity == "none" or not body:
+        return False
+    last = body[-1]
+    shown = [n.value for n in (body if interactivity == "all" else [last]) if isinstance(n, ast.Expr)]
+    if interactivity == "last_expr_or_assign" and _assigns_one_name(last):
+        shown.append(last.value)       # IPython shows the name it was assigned to
+    return any(_is_magic_call(value, kind, name, line) for value in shown)
+
+
+def _assigns_one_name(node) -> bool:
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return isinstance(node.target, ast.Name)
+    return isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+
+
+def _is_magic_call(node, kind: str, name: str, line: str) -> bool:
+    """`node` is get_ipython().run_{kind}_magic(name, line, ...)."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == f"run_{kind}_magic" and len(node.args) >= 2
+            and all(isinstance(a, ast.Constant) for a in node.args[:2])
+            and [a.value for a in node.args[:2]] == [name, line])
 
 
 def provenance(shell, cell, magic: str, source: str) -> dict:
@@ -123,3 +245,63 @@ def named_memory(engine, name: str, scope: str) -> str | None:
         if not len(page) or offset >= page.total:
             return None
     return None
+
+
+def bad_setting(owner: str, name: str, value, trait, kept) -> str:
+    """The warning for a config value its trait rejects: what was given, what is allowed, what is used."""
+    values, lo, hi = getattr(trait, "values", None), getattr(trait, "min", None), getattr(trait, "max", None)
+    if values is not None:
+        allowed = trait.info()                               # "any of ['auto', 'widget', ...]"
+    elif lo is not None and hi is not None:
+        allowed = f"{trait.info()} from {lo} to {hi}"        # "an int from 1 to 50"
+    else:
+        allowed = trait.info()
+    if getattr(trait, "allow_none", False):
+        allowed += ", or None"
+    return (f"{owner}.{name} = {value!r} is not valid ({allowed}); using {kept!r}. "
+            f"Fix it with %config {owner}.{name} = <a valid value>")
+
+
+def rejected_settings(owner, config: dict, traits: dict, accepts) -> list[str]:
+    """The settings in `config` (the owner's section) whose value `accepts(trait, value)` refuses, each
+    reported with a warning at every load (a fresh registry: Python shows one once per code line)."""
+    rejected = []
+    for name, value in config.items():
+        if name in traits and not accepts(traits[name], value):
+            warnings.warn_explicit(bad_setting(type(owner).__name__, name, value, traits[name], getattr(owner, name)),
+                                   UserWarning, __file__, 0, module=__name__, registry={})
+            rejected.append(name)
+    return rejected
+
+
+def without_settings(config: dict, sections: list[str], names: list[str]) -> dict:
+    """A copy of a traitlets Config without `names` in any section named in `sections` (nested ones too);
+    the config itself when there are none."""
+    if not names:
+        return config
+    out = copy.deepcopy(config)
+    stack = [out]
+    while stack:
+        for key, value in stack.pop().items():
+            if isinstance(value, dict):
+                if key in sections:
+                    for name in names:
+                        value.pop(name, None)
+                stack.append(value)
+    return out
+
+
+def ids_to_forget(engine, ids: list[str]) -> list[str]:
+    """The ids %forget deletes, each checked first (its form, and that it exists) so that a bad one stops
+    the command before anything is deleted. Repeats, and sections of a memory forgotten whole, are dropped."""
+    ids = list(dict.fromkeys(ids))
+    for id_ in ids:
+        TOOLS["memory_forget"].validate({"id": id_})        # the tool's check and message
+        doc, ord_ = v.memory_id(id_)
+        if ord_ is None:    # what forget() finds: the document even when expired (until purged)
+            if not engine.store.query("SELECT 1 FROM documents WHERE id = ?", (doc,)):
+                raise NotFound(f"no memory {id_!r} (never stored, forgotten, or expired and purged)")
+        elif not engine.store.query("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc, ord_)):
+            raise NotFound(f"no memory section {id_!r}")
+    whole = {id_ for id_ in ids if "#" not in id_}
+    return [id_ for id_ in ids if "#" not in id_ or id_.split("#")[0] not in whole]

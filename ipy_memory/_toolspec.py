@@ -76,7 +76,8 @@ class Param:
                 raise InvalidArgument(f"{name} is empty: pass some text")
             if self.max_length is not None and len(value) > self.max_length:
                 raise InvalidArgument(f"{name} has {len(value):,} characters; the limit is {self.max_length:,}")
-            if self.pattern is not None and not re.search(self.pattern, value):
+            # the whole value: with re.search a pattern ending in '$' lets a trailing newline through
+            if self.pattern is not None and not re.fullmatch(self.pattern, value):
                 raise InvalidArgument(f"{name} {value[:80]!r} is not in the expected form. {self.description}")
         return value
 

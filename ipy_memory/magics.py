@@ -9,16 +9,18 @@
 from __future__ import annotations
 
 import atexit
-import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Enum, Float, Int, Unicode, observe
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe
+from traitlets.config.loader import DeferredConfig, LazyConfigValue
 
 from . import tools
 from ._formatters import ShellDisplay
-from ._magicline import HINTS, given, named_memory, provenance, scope_arg, shown_as_output, split_options
+from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
+                         loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
+                         split_options, unquote, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -27,14 +29,6 @@ from .models import RememberResult
 __all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
 
 LIFECYCLE = ("dream", "rotate", "compact")       # %memdream, %memrotate, %memcompact when the engine has them
-_MISSING = object()
-
-
-class RecallBlock(str):
-    """The `<memory-recall>` text (a str) that shows as plain text rather than a quoted repr."""
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(str(self))
 
 
 def current_engine(shell=None) -> MemoryEngine:
@@ -42,15 +36,26 @@ def current_engine(shell=None) -> MemoryEngine:
     if shell is None:
         from IPython import get_ipython
         shell = get_ipython()
-    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
-    if magics is None or not getattr(magics, "_installed", False):
+    magics = loaded_magics(shell)
+    if magics is None:
         raise UsageError("ipy_memory is not loaded: run %load_ext ipy_memory first")
     return magics.engine
 
 
-def _scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
+def _lifecycle_magic(method: str, what: str):
+    """The line magic %mem<method>, running engine.<method>() (see MemoryMagics._lifecycle)."""
+    def magic(self, line: str = ""):
+        return self._lifecycle(method, line)
+    magic.__name__ = magic.__qualname__ = f"mem{method}"
+    magic.__doc__ = (f"{what}: engine.{method}().\n\n    %mem{method}\n"
+                     "Prints one line and returns the engine's report (a dict).\n")
+    return line_magic(magic)
+
+
+def _usage(check, *args):
+    """`check(*args)` (a _magicline check), its InvalidArgument shown as a UsageError: a message, no traceback."""
     try:
-        return scope_arg(value, what)
+        return check(*args)
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
 
@@ -82,11 +87,26 @@ class MemoryMagics(Magics):
         self._engine: MemoryEngine | None = None
         self._engine_key = None
         self._installed = False
-        self._saved: dict[tuple[str, str], object] = {}    # (kind, name) -> what was there before us
-        self._ours: dict[tuple[str, str], object] = {}     # (kind, name) -> what we put there
+        self._table = MagicTable(getattr(shell, "magics_manager", None))   # the magics we put in, what they replaced
         self._display = None       # _formatters.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
+
+    def _load_config(self, cfg, section_names=None, traits=None) -> None:
+        """Load the settings, leaving out (with a warning) each value its trait rejects: IPython keeps a bad
+        `%config MemoryMagics.limit = 0` in the shell's config, and it must not make every later %load_ext fail."""
+        traits = traits if traits is not None else self.traits(config=True)
+        rejected = rejected_settings(self, self._find_my_config(cfg), traits, self._accepts)
+        super()._load_config(without_settings(cfg, self.section_names(), rejected), section_names, traits)
+
+    def _accepts(self, trait, value) -> bool:
+        if isinstance(value, LazyConfigValue):    # a container's update: traitlets applies it
+            return True
+        try:
+            trait._validate(self, value.get_value(trait) if isinstance(value, DeferredConfig) else value)
+        except (TraitError, ValueError):          # (ValueError: a command-line string that does not parse)
+            return False
+        return True
 
     # ------------------------------------------------------------------------------ engine
     @property
@@ -101,8 +121,7 @@ class MemoryMagics(Magics):
                 self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
                                             project=self.project or None, settings=settings)
             except IpyMemoryError as exc:
-                raise UsageError(f"cannot open the memory store: {exc}\n"
-                                 + HINTS.get(type(exc).__name__, HINTS["StorageError"])) from None
+                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project, self.locale)}") from None
             self._engine_key = key
         return self._engine
 
@@ -125,14 +144,11 @@ class MemoryMagics(Magics):
         """Register the magics, display formatters and cell hooks (what %load_ext does)."""
         mm = self.shell.magics_manager
         mm.registry[type(self).__name__] = self
-        names = [("line", "remember", self.remember), ("cell", "remember", self.remember),
-                 ("cell", "store", self.store), ("line", "memrecall", self.memrecall),
-                 ("line", "memories", self.memories), ("line", "memstats", self.memstats),
-                 ("line", "forget", self.forget)]
-        names += [("line", "mem" + m, getattr(self, "mem" + m)) for m in LIFECYCLE
-                  if callable(getattr(MemoryEngine, m, None))]
-        for kind, name, fn in names:
-            self._put(kind, name, fn)
+        names = [("line", "remember"), ("cell", "remember"), ("cell", "store"), ("line", "memrecall"),
+                 ("line", "memories"), ("line", "memstats"), ("line", "forget")]
+        names += [("line", "mem" + m) for m in LIFECYCLE if callable(getattr(MemoryEngine, m, None))]
+        for kind, name in names:
+            self._put(kind, name, getattr(self, name))
         if self.shadow_builtins:
             self._shadow()
         self._display = ShellDisplay(self)
@@ -147,8 +163,7 @@ class MemoryMagics(Magics):
         if not self._installed:
             return
         self._installed = False
-        for kind, name in list(self._saved):
-            self._restore(kind, name)
+        self._table.restore_all()
         self._display.uninstall()
         for event, fn in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
             if fn in self.shell.events.callbacks[event]:
@@ -162,24 +177,11 @@ class MemoryMagics(Magics):
         self.close_engine()
 
     def _put(self, kind: str, name: str, fn) -> None:
-        mm = self.shell.magics_manager
         try:
-            mm.find(kind, name)   # IPython 9 keeps builtins as lazy placeholders: resolve before saving
+            self.shell.magics_manager.find(kind, name)   # IPython 9 keeps builtins as lazy placeholders: resolve first
         except UsageError:
             pass
-        if (kind, name) not in self._saved:
-            self._saved[(kind, name)] = mm.magics[kind].get(name, _MISSING)
-        mm.magics[kind][name] = self._ours[(kind, name)] = fn
-
-    def _restore(self, kind: str, name: str) -> None:
-        table = self.shell.magics_manager.magics[kind]
-        old, ours = self._saved.pop((kind, name), _MISSING), self._ours.pop((kind, name), None)
-        if table.get(name) is not ours:
-            return   # replaced by someone else since: leave theirs
-        if old is _MISSING:
-            table.pop(name, None)
-        else:
-            table[name] = old
+        self._table.put(kind, name, fn)
 
     def _shadow(self) -> None:
         original = self.shell.find_line_magic("recall")
@@ -188,18 +190,12 @@ class MemoryMagics(Magics):
             self._put("line", "rep", original)    # %rep is an alias of "recall": point it at IPython's own
 
     def _unshadow(self) -> None:
-        self._restore("line", "rep")
-        self._restore("line", "recall")
+        self._table.restore("line", "rep")
+        self._table.restore("line", "recall")
 
     # ------------------------------------------------------------------------------ display
     def _pretty_remember(self, obj, p, cycle) -> None:
         p.text(obj.summary())
-
-    def _announce(self, result, invocation: str, summary: str | None = None):
-        """Print the one-line summary, unless the result is about to be shown as the cell's output."""
-        if not shown_as_output(getattr(self._cell, "raw_cell", None) or "", invocation):
-            print(summary if summary is not None else result.summary())
-        return result
 
     def _pre_run_cell(self, info) -> None:
         self._cell = info
@@ -208,38 +204,28 @@ class MemoryMagics(Magics):
         self._cell = None
 
     # ------------------------------------------------------------------------------ helpers
-    def _parse(self, func, line: str, *, expand_text: bool = True):
-        """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {})."""
+    def _parse(self, func, line: str, typed: str, *, expand_text: bool = True):
+        """Leading options go to argparse; the rest of the line is free text, kept verbatim (quotes, $, {}).
+        Errors name the magic as `typed`: %%store, not %store (IPython's own)."""
         try:
-            opts, rest = split_options(func.parser, line, func.__name__)
-        except InvalidArgument as exc:
-            raise UsageError(str(exc)) from None
-        args = func.parser.parse_args(opts)
+            opts, rest = split_options(func.parser, line)
+            args = func.parser.parse_args(opts)
+        except (InvalidArgument, UsageError) as exc:     # argparse's errors are UsageErrors naming no magic
+            raise UsageError(f"{typed}: {exc}; see {typed}?") from None
         if getattr(args, "expand", False) and expand_text:
-            rest = self._expand(rest)
+            rest = expand_vars(self.shell, rest)
         return args, rest
-
-    def _expand(self, text: str) -> str:
-        frame, depth = sys._getframe(0), 0
-        while frame is not None and frame.f_globals is not self.shell.user_ns:
-            frame, depth = frame.f_back, depth + 1
-        return self.shell.var_expand(text, depth=depth if frame is not None else 10_000)
 
     def _call(self, tool: str, arguments: dict, usage: str, metadata: dict | None = None):
         result = tools.call_tool(tool, {k: val for k, val in arguments.items() if val is not None},
                                  engine=self.engine, metadata=metadata)
         if result.is_error:
-            kind = (result.data or {}).get("type", "")
-            hint = HINTS.get(kind, f"usage: {usage}  (see {usage.split()[0]}?)")
-            raise UsageError(f"{result.data['error']}\n{hint}")
+            raise UsageError(error_text(result.data["error"], result.data.get("type", ""), usage))
         return result.value
 
     def provenance(self, magic: str, source: str) -> dict:
         """Metadata for memories stored from IPython: where and when they came from."""
         return provenance(self.shell, self._cell, magic, source)
-
-    def _search_scope(self, scope: str | None) -> str:
-        return _scope_arg(scope) or _scope_arg(f"{self.scope}+project+global")
 
     # ------------------------------------------------------------------------------ magics
     @no_var_expand
@@ -252,7 +238,7 @@ class MemoryMagics(Magics):
     @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("--replace", metavar="ID", help="overwrite memory ID with this text")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the text first")
-    @argument("text", nargs="*", help="the text (line form); the cell body in %%remember")
+    @argument("text", nargs="*", help="the text (line form); the cell body in %%%%remember")   # argparse %-formats
     @line_cell_magic
     def remember(self, line: str, cell: str | None = None):
         """Store a note in long-term memory; prints one line and returns the RememberResult.
@@ -266,21 +252,23 @@ class MemoryMagics(Magics):
 
         `$var` and `{expr}` are kept literally unless you pass -v/--expand.
         """
-        args, text = self._parse(self.remember, line, expand_text=cell is None)
+        kind, typed = ("line", "%remember") if cell is None else ("cell", "%%remember")
+        args, text = self._parse(self.remember, line, typed, expand_text=cell is None)
         if cell is not None:
             args.title = args.title or text or None
-            text = self._expand(cell) if args.expand else cell
+            text = expand_vars(self.shell, cell) if args.expand else cell
         if not text.strip():
             raise UsageError("nothing to remember: %remember TEXT, or %%remember with the note in the cell body")
         scope = args.scope or self.scope
-        source = f"%%remember {line}\n{cell}" if cell is not None else f"%remember {line}"
+        source = f"{typed} {line}" + ("" if cell is None else f"\n{cell}")
+        usage = f"{typed} [options] " + ("TEXT" if cell is None else "[TITLE]")
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
-        return self._announce(self._call("memory_remember", arguments, "%remember [options] TEXT",
-                                         self.provenance("remember", source)), source.split("\n")[0])
+        result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
+        return announce(self.shell, self._cell, result, kind, "remember", line)
 
     @no_var_expand
-    @magic_arguments()
+    @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
     @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
     @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
@@ -296,9 +284,9 @@ class MemoryMagics(Magics):
 
         With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
         """
-        args, name = self._parse(self.store, line)
-        name = name.strip() or None
-        body = self._expand(cell) if args.expand else cell
+        args, name = self._parse(self.store, line, "%%store")
+        name = unquote(name.strip()) or None      # %%store "my notes" names it my notes
+        body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
         scope = args.scope or self.scope
@@ -306,10 +294,10 @@ class MemoryMagics(Magics):
         replace = None
         if name:
             meta["name"] = name
-            replace = named_memory(self.engine, name, _scope_arg(scope))
+            replace = named_memory(self.engine, name, _usage(scope_arg, scope))
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
-        return self._announce(self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta),
-                              "%%store")
+        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta)
+        return announce(self.shell, self._cell, result, "cell", "store", line)
 
     @no_var_expand
     @magic_arguments()
@@ -331,13 +319,15 @@ class MemoryMagics(Magics):
 
         %recall is %memrecall while ipy_memory is loaded; IPython's own %recall is then %rep.
         """
-        args, query = self._parse(self.memrecall, line)
+        typed = "%recall" if ("line", "recall") in self._table.ours else "%memrecall"
+        args, query = self._parse(self.memrecall, line, typed)
         if not query.strip():
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
-        arguments = dict(query=query, scope=self._search_scope(args.scope), project=args.project,
+        scope = _usage(scope_arg, args.scope) or _usage(scope_arg, f"{self.scope}+project+global")
+        arguments = dict(query=query, scope=scope, project=args.project,
                          limit=given(args.limit, self.limit),
                          max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
-        result = self._call("memory_search", arguments, "%recall [-n LIMIT] [-s SCOPE] [--block] QUERY")
+        result = self._call("memory_search", arguments, f"{typed} [-n LIMIT] [-s SCOPE] [--block] QUERY")
         return RecallBlock(result.block) if args.block else result
 
     @magic_arguments()
@@ -352,10 +342,10 @@ class MemoryMagics(Magics):
             %memories
             %memories -s global -n 20 --offset 20
         """
-        args, rest = self._parse(self.memories, line)
+        args, rest = self._parse(self.memories, line, "%memories")
         if rest:
             raise UsageError(f"%memories takes options only, not {rest!r}; to search use %recall {rest}")
-        arguments = dict(scope=_scope_arg(args.scope), project=args.project, limit=args.limit, offset=args.offset)
+        arguments = dict(scope=_usage(scope_arg, args.scope), project=args.project, limit=args.limit, offset=args.offset)
         result = self._call("memory_list", arguments, "%memories [-s SCOPE] [-p PROJECT] [-n LIMIT] [--offset N]")
         return result.to_pandas() if self.autopandas else result
 
@@ -365,63 +355,43 @@ class MemoryMagics(Magics):
 
             %memstats
         """
+        _usage(no_arguments, "%memstats", line)
         return self._call("memory_stats", {}, "%memstats")
 
     @line_magic
     def forget(self, line: str):
-        """Delete memories (or single sections) by id, permanently.
+        """Delete memories (or single sections) by id, permanently; every id is checked before any is deleted.
 
             %forget m-0123456789abcdef
             %forget m-0123456789abcdef#2 m-fedcba9876543210
         """
-        ids = line.split()
-        if not ids:
+        if not line.split():
             raise UsageError("which memory? %forget ID (ids are shown by %memories and %recall)")
+        try:
+            ids = ids_to_forget(self.engine, line.split())
+        except IpyMemoryError as exc:
+            raise UsageError(error_text(str(exc), type(exc).__name__, "%forget ID [ID ...]")) from None
         for id_ in ids:
             r = self._call("memory_forget", {"id": id_}, "%forget ID [ID ...]")
             print(f"forgot {id_} ({r.get('removed_nodes', 0)} section{'s' if r.get('removed_nodes') != 1 else ''})")
 
     def _lifecycle(self, method: str, line: str):
+        _usage(no_arguments, f"%mem{method}", line)
         try:
             result = tools.maintenance(method)(self.engine, {}, None)
         except IpyMemoryError as exc:
             raise UsageError(f"{type(exc).__name__}: {exc}") from None
-        return self._announce(result.value, f"%mem{method} {line}", result.text)
+        return announce(self.shell, self._cell, result.value, "line", f"mem{method}", line, result.text)
 
-    @line_magic
-    def memdream(self, line: str = ""):
-        """Consolidate memory now (drop duplicate sections, link related notes): engine.dream().
-
-            %memdream
-        Prints one line and returns the engine's report (a dict).
-        """
-        return self._lifecycle("dream", line)
-
-    @line_magic
-    def memrotate(self, line: str = ""):
-        """Move memories unused for long one tier colder (hot -> warm -> cold): engine.rotate().
-
-            %memrotate
-        Prints one line and returns the engine's report (a dict).
-        """
-        return self._lifecycle("rotate", line)
-
-    @line_magic
-    def memcompact(self, line: str = ""):
-        """Purge expired memories and reclaim space in the database and indexes: engine.compact().
-
-            %memcompact
-        Prints one line and returns the engine's report (a dict).
-        """
-        return self._lifecycle("compact", line)
+    memdream = _lifecycle_magic("dream", "Consolidate memory now (drop duplicate sections, link related notes)")
+    memrotate = _lifecycle_magic("rotate", "Move memories unused for long one tier colder (hot -> warm -> cold)")
+    memcompact = _lifecycle_magic("compact", "Purge expired memories and reclaim space in the database and indexes")
 
 
 def load_ipython_extension(ip) -> None:
     """%load_ext ipy_memory."""
-    existing = ip.magics_manager.registry.get("MemoryMagics")
-    if getattr(existing, "_installed", False):
-        return
-    MemoryMagics(shell=ip).install()
+    if loaded_magics(ip) is None:
+        MemoryMagics(shell=ip).install()
 
 
 def unload_ipython_extension(ip) -> None:

@@ -32,6 +32,9 @@ NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SEARCH_SCOPES = ("project+global", "project", "global", "session", "session+project", "session+global",
                  "session+project+global")
 WRITE_SCOPES = ("project", "global", "session")
+# The schemas' id patterns: JSON Schema (ECMA-262) syntax, so no \Z; Param.check matches them against the whole value
+MEMORY_ID = r"^m-[0-9a-f]{16}$"
+MEMORY_OR_SECTION_ID = r"^m-[0-9a-f]{16}(?:#[0-9]{1,7})?$"
 TOOLS: dict[str, ToolSpec] = {}
 
 
@@ -107,7 +110,7 @@ _SCOPE_SEARCH = Param("string", "Which memories to search: '+'-joined session, p
 _PROJECT = Param("string", "Project name (default: the current project, from the git remote or directory).",
                  max_length=256)
 _ID = Param("string", "Memory id 'm-0123456789abcdef', or 'm-0123456789abcdef#2' for one section.", required=True,
-            pattern=v.ID_RE.pattern)
+            pattern=MEMORY_OR_SECTION_ID)
 
 register(ToolSpec(
     "memory_search", "Search memory",
@@ -133,8 +136,10 @@ register(ToolSpec(
      "importance": Param("number", "How important, 0 to 1.", 0.6, minimum=0, maximum=1),
      "ttl": Param("number", "Seconds until it expires (0 = the scope's default).", minimum=0, maximum=v.MAX_TTL),
      "force": Param("boolean", "Store even if a near-duplicate exists.", False),
-     "replace": Param("string", "Id of a memory to overwrite with this content.", pattern=v.ID_RE.pattern)},
-    _remember, idempotent=True))   # the same content again is recognised, not stored twice
+     "replace": Param("string", "Id of a memory ('m-0123456789abcdef', not a section) to overwrite with this content.",
+                      pattern=MEMORY_ID)},
+    # destructive: `replace` overwrites a memory; idempotent: the same content again is recognised, not stored twice
+    _remember, destructive=True, idempotent=True))
 
 register(ToolSpec(
     "memory_forget", "Forget a memory",
@@ -158,12 +163,15 @@ register(ToolSpec(
 
 register(ToolSpec(
     "memory_dream", "Consolidate memory",
-    "Consolidate memory: merge near-duplicates and summarise old material. Slow; run occasionally.",
+    "Consolidate the project's and global memories: remove sections that repeat another section of the same "
+    "space word for word, and rebuild the 'similar' links between related sections. Never deletes a memory or "
+    "changes its text. Slow on a large store; run occasionally.",
     {}, maintenance("dream"), destructive=True, requires="dream"))
 
 register(ToolSpec(
     "memory_rotate", "Rotate memory tiers",
-    "Move memories between tiers by age and use, and drop expired ones.",
+    "Move memories unused for longer than their tier's age limit one tier colder (hot -> warm -> cold); "
+    "a search hit brings one back to hot. Nothing is deleted.",
     {}, maintenance("rotate"), destructive=True, requires="rotate"))
 
 
@@ -217,9 +225,11 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
               metadata: dict | None = None) -> ToolResult:
     """Validate `arguments` (a dict or a JSON string; null means the default) and run tool `name` on `engine`.
 
-    Never raises for bad input or engine errors: those come back as a ToolResult with is_error=True
-    and a message saying what to pass. `metadata` is attached to stored memories (default {"source": "tool"}).
+    Never raises for a bad tool name, bad arguments or engine errors: those come back as a ToolResult with
+    is_error=True and a message saying what to pass (only a bad `prefix`, the caller's own setting, raises
+    InvalidArgument). `metadata` is attached to stored memories (default {"source": "tool"}).
     """
+    prefix = _check_prefix(prefix)
     shown = name if isinstance(name, str) else repr(name)
     if isinstance(name, str) and prefix and name.startswith(prefix):
         name = name[len(prefix):]
@@ -248,30 +258,50 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     return result
 
 
-def tool_calls(message: Any) -> list[tuple[str, str, Any, str]]:
+def _call_object(item: Any, where: str) -> dict:
+    item = item.model_dump() if hasattr(item, "model_dump") else item
+    if not isinstance(item, dict):
+        raise InvalidArgument(f"{where} must be a tool call or content block (a dict), got {type(item).__name__}")
+    return item
+
+
+def _call_id(item: dict, key: str, where: str) -> str:
+    call_id = item.get(key)
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidArgument(f"tool call {where} has no {key!r} (a string) to answer it by")
+    return call_id
+
+
+def tool_calls(message: Any) -> list[tuple[str, Any, Any, str]]:
     """The tool calls in a model reply as (call_id, name, arguments, format), for any of the supported shapes.
 
     Accepts an OpenAI chat message ({"tool_calls": [...]}), an Anthropic message or its content list
     ([{"type": "tool_use", ...}]), or a Responses API output list ([{"type": "function_call", ...}]).
-    SDK objects work too if they have `model_dump()`.
+    SDK objects work too if they have `model_dump()`. A reply that cannot be answered (a tool call that
+    is no object, or has no id) raises InvalidArgument; a call's name and arguments are returned as sent,
+    for `call_tool` to check.
     """
     if hasattr(message, "model_dump"):
         message = message.model_dump()
     calls = []
     if isinstance(message, dict) and message.get("tool_calls"):
-        for c in message["tool_calls"]:
-            fn = c.get("function") or {}
-            calls.append((c.get("id"), fn.get("name"), fn.get("arguments"), "openai"))
+        entries = message["tool_calls"]
+        if not isinstance(entries, list):
+            raise InvalidArgument(f"tool_calls must be a list of tool call objects, got {type(entries).__name__}")
+        for i, c in enumerate(entries):
+            c = _call_object(c, f"tool_calls[{i}]")
+            fn = c.get("function") if isinstance(c.get("function"), dict) else {}   # no name: an error reply
+            calls.append((_call_id(c, "id", f"tool_calls[{i}]"), fn.get("name"), fn.get("arguments"), "openai"))
         return calls
-    items = message.get("content", message.get("output")) if isinstance(message, dict) else message
-    for item in items if isinstance(items, list) else []:
-        item = item.model_dump() if hasattr(item, "model_dump") else item
-        if not isinstance(item, dict):
-            continue
+    key = "content" if isinstance(message, dict) and "content" in message else "output"
+    items = message.get(key) if isinstance(message, dict) else message
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        item = _call_object(item, f"{key}[{i}]")
         if item.get("type") == "tool_use":
-            calls.append((item.get("id"), item.get("name"), item.get("input"), "anthropic"))
+            calls.append((_call_id(item, "id", f"{key}[{i}]"), item.get("name"), item.get("input"), "anthropic"))
         elif item.get("type") == "function_call":
-            calls.append((item.get("call_id"), item.get("name"), item.get("arguments"), "openai-responses"))
+            calls.append((_call_id(item, "call_id", f"{key}[{i}]"), item.get("name"), item.get("arguments"),
+                          "openai-responses"))
     return calls
 
 
@@ -280,6 +310,8 @@ def run_tool_calls(message: Any, *, engine: Any, prefix: str = "") -> list[dict]
 
     OpenAI chat: a list of {"role": "tool", ...} messages to append. Anthropic: a list of tool_result
     blocks (send them as the content of one user message). Responses API: function_call_output items.
+    A call with an unknown name or bad arguments gets an error reply (as from `call_tool`); a reply that
+    cannot be answered raises InvalidArgument (see `tool_calls`) before any call runs.
     """
     out = []
     for call_id, name, arguments, fmt in tool_calls(message):

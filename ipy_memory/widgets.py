@@ -16,10 +16,15 @@ import html
 import ipywidgets as w
 
 from . import _display
+from . import _validate as v
+from ._magicline import loaded_magics, scope_arg
 from ._formatters import ShellDisplay  # noqa: F401  (re-exported: it lived here)
-from .errors import InvalidArgument
+from IPython.core.error import UsageError
+
+from .errors import InvalidArgument, IpyMemoryError
 from .models import RecallResult, Stats
 from .tools import SEARCH_SCOPES, call_tool
+from .tools import _error as tool_error
 
 __all__ = ["RecallBrowser", "TierStats", "HitView", "ShellDisplay", "live_widgets"]
 
@@ -32,8 +37,7 @@ def _magics():
     except ImportError:  # pragma: no cover - IPython is a dependency
         return None, None
     shell = get_ipython()
-    magics = shell.magics_manager.registry.get("MemoryMagics") if shell is not None else None
-    return shell, (magics if getattr(magics, "_installed", False) else None)
+    return shell, loaded_magics(shell)
 
 
 def live_widgets() -> bool:
@@ -44,19 +48,53 @@ def live_widgets() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def _engine(engine):
+def _engine_source(engine):
+    """How a view finds its engine for each call: the one passed, else the kernel's, looked up every time
+    (the magics close theirs and open another when %config changes its settings)."""
     if engine is not None:
-        return engine
-    shell, magics = _magics()
-    if magics is None:
+        if not callable(getattr(engine, "recall", None)):
+            raise InvalidArgument(f"engine must be a MemoryEngine (or None: the kernel's), not {type(engine).__name__}")
+        return lambda: engine
+    if _magics()[1] is None:
         raise InvalidArgument("pass an engine, e.g. RecallBrowser(MemoryEngine()), or run %load_ext ipy_memory first")
+    return _kernel_engine
+
+
+def _kernel_engine():
+    magics = _magics()[1]
+    if magics is None:
+        raise InvalidArgument("ipy_memory is no longer loaded: run %load_ext ipy_memory, or pass an engine")
     return magics.engine
 
 
+def _live_arg(live):
+    if live is not None and not isinstance(live, bool):
+        raise InvalidArgument(f"live must be True, False or None (detect), not {live!r}")
+    return live
+
+
 class _Static:
-    """Mixin: a mimebundle with the static HTML and text, plus the widget view where it can render."""
+    """Mixin: the engine of each call (see _engine_source), and a mimebundle with the static HTML and text,
+    plus the widget view where it can render."""
 
     live: bool | None = None   # None = detect; True/False to force
+    error: str | None = None   # the last call's error, shown instead of a result
+
+    @property
+    def engine(self):
+        """The engine the next search, forget or refresh uses."""
+        return self._engine_source()
+
+    def _call(self, tool: str, arguments: dict):
+        """call_tool on the current engine; an engine that cannot be had is an error result too."""
+        try:
+            engine = self.engine
+        except (IpyMemoryError, UsageError) as exc:     # the magics say UsageError when the store cannot open
+            return tool_error(tool, str(exc), type(exc).__name__)
+        return call_tool(tool, arguments, engine=engine)
+
+    def _error_html(self) -> str:
+        return f'<span style="color:#c0392b">{html.escape(self.error or "")}</span>'
 
     def _static_html(self) -> str:
         raise NotImplementedError
@@ -103,12 +141,21 @@ class HitView(w.VBox):
 
 
 class RecallBrowser(_Static, w.VBox):
-    """Search memory interactively: query box, scope, limit; hits as an accordion; forget; the raw recall block."""
+    """Search memory interactively: query box, scope, limit; hits as an accordion; forget; the raw recall block.
+
+    `engine` is a MemoryEngine, or None for the kernel's (after %load_ext ipy_memory), looked up on every
+    search so that it follows %config changes. A failed search shows its error and leaves no result.
+    """
 
     def __init__(self, engine=None, *, query: str = "", scope: str = "project+global", limit: int = 10,
                  result=None, live: bool | None = None):
-        self.engine = _engine(engine)
-        self.live = live
+        self._engine_source = _engine_source(engine)
+        self.live = _live_arg(live)
+        query = v.text(query, "query", max_chars=10_000, allow_empty=True)
+        scope = scope_arg(scope, "scope") or "project+global"     # any order, as the magics take it
+        limit = v.integer(limit, "limit", 1, 50)
+        if result is not None and not isinstance(result, RecallResult):
+            raise InvalidArgument(f"result must be a RecallResult (e.g. mem.recall(...)) or None, not {type(result).__name__}")
         self.result = result
         self.hit_views: list[HitView] = []
         self.query_box = w.Text(value=query or getattr(result, "query", ""), placeholder="search memory…",
@@ -142,20 +189,17 @@ class RecallBrowser(_Static, w.VBox):
             self.result = None
             self._render()
             return None
-        r = call_tool("memory_search", {"query": text, "scope": self.scope_box.value, "limit": self.limit_box.value},
-                      engine=self.engine)
-        if r.is_error:
-            self.status.value = f'<span style="color:#c0392b">{html.escape(r.text)}</span>'
-            return None
-        self.result = r.value
+        r = self._call("memory_search", {"query": text, "scope": self.scope_box.value, "limit": self.limit_box.value})
+        # a failed search shows its error, not the previous query's hits
+        self.result, self.error = (None, r.text) if r.is_error else (r.value, None)
         self._render()
         return self.result
 
     def forget(self, id: str) -> bool:
         """Forget a hit (as the confirm button does), then search again."""
-        r = call_tool("memory_forget", {"id": id}, engine=self.engine)
+        r = self._call("memory_forget", {"id": id})
         self.search()
-        self.status.value = html.escape(r.text if r.is_error else f"{r.text}")
+        self.status.value = html.escape(r.text)
         return not r.is_error
 
     def _render(self) -> None:
@@ -164,7 +208,10 @@ class RecallBrowser(_Static, w.VBox):
         self.results.children = self.hit_views
         self.results.titles = tuple(_display.hit_title(h, i) for i, h in enumerate(hits, 1))
         self.results.selected_index = None
-        self.status.value = html.escape(_display.hits_header(self.result), quote=False) if self.result is not None else ""
+        if self.error:
+            self.status.value = self._error_html()
+        else:
+            self.status.value = "" if self.result is None else html.escape(_display.hits_header(self.result), quote=False)
         block = getattr(self.result, "block", "")
         self.block_view.value = f'<pre style="white-space:pre-wrap;margin:0">{html.escape(block)}</pre>' if block else ""
 
@@ -173,19 +220,23 @@ class RecallBrowser(_Static, w.VBox):
 
     def _static_html(self) -> str:
         if self.result is None:
-            return _display._box("<i>no search yet</i>")
+            return _display._box(self._error_html() if self.error else "<i>no search yet</i>")
         return _display.hits_html(self.result)
 
     def _static_text(self) -> str:
-        return _display.hits_text(self.result) if self.result is not None else "RecallBrowser (no search yet)"
+        if self.result is None:
+            return self.error or "RecallBrowser (no search yet)"
+        return _display.hits_text(self.result)
 
 
 class TierStats(_Static, w.VBox):
-    """Counts and sizes of the store per tier and per space, with a refresh button."""
+    """Counts and sizes of the store per tier and per space, with a refresh button (`engine` as in RecallBrowser)."""
 
     def __init__(self, engine=None, *, stats=None, live: bool | None = None):
-        self.engine = _engine(engine)
-        self.live = live
+        self._engine_source = _engine_source(engine)
+        self.live = _live_arg(live)
+        if stats is not None and not isinstance(stats, Stats):
+            raise InvalidArgument(f"stats must be a Stats (e.g. mem.stats()) or None, not {type(stats).__name__}")
         self.stats = None
         self.view = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))
@@ -198,10 +249,12 @@ class TierStats(_Static, w.VBox):
 
     def refresh(self):
         """Read the stats again; returns them."""
-        r = call_tool("memory_stats", {}, engine=self.engine)
-        if r.is_error:
-            self.view.value = f'<span style="color:#c0392b">{html.escape(r.text)}</span>'
+        r = self._call("memory_stats", {})
+        if r.is_error:      # the error replaces the old numbers, as a failed search does its hits
+            self.stats, self.error = None, r.text
+            self.view.value = self._error_html()
             return None
+        self.error = None
         self._show(r.value)
         return self.stats
 
@@ -213,4 +266,4 @@ class TierStats(_Static, w.VBox):
         return self.view.value
 
     def _static_text(self) -> str:
-        return _display.stats_text(self.stats) if self.stats is not None else "TierStats"
+        return _display.stats_text(self.stats) if self.stats is not None else (self.error or "TierStats")

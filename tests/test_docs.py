@@ -33,7 +33,7 @@ def registered(tmp_path_factory):
     shell.run_line_magic("load_ext", "ipy_memory")
     try:
         magics = shell.magics_manager.registry["MemoryMagics"]
-        return sorted({(kind, name) for kind, name in magics._ours})
+        return sorted({(kind, name) for kind, name in magics._table.ours})
     finally:
         shell.run_line_magic("unload_ext", "ipy_memory")
         InteractiveShell.clear_instance()

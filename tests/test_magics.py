@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -247,7 +248,8 @@ def test_config_from_file_and_percent_config(tmp_path, monkeypatch):
         shell.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'b')!r}")   # reopened elsewhere
         assert first._closed and m.engine.data_dir == (tmp_path / "b").resolve()
         assert len(shell.run_line_magic("recall", "apples")) == 0
-        shell.run_line_magic("config", "MemoryMagics.display = 'nonsense'")               # rejected by the trait
+        with pytest.warns(UserWarning, match="MemoryMagics.display = 'nonsense' is not valid"):
+            shell.run_line_magic("config", "MemoryMagics.display = 'nonsense'")           # rejected by the trait
         assert m.display == "auto"
         shell.run_line_magic("config", "MemoryMagics.dedup_threshold = 0.5")
         assert m.engine.settings.dedup_threshold == 0.5
@@ -352,3 +354,158 @@ def test_help_is_the_docstring(ip):
         assert doc and len(doc.strip()) > 40
     assert "-n LIMIT" in ip.find_line_magic("recall").__doc__
     assert "NAME" in ip.find_cell_magic("store").__doc__
+
+
+# ------------------------------------------------------------------------------ review
+def test_a_bad_setting_is_reported_and_the_extension_still_loads(bare, tmp_path):
+    load(bare, tmp_path)
+    with pytest.warns(UserWarning, match=r"MemoryMagics\.limit = 0 is not valid \(an int from 1 to 50\); using 10"):
+        bare.run_line_magic("config", "MemoryMagics.limit = 0")          # stays in the shell's config
+    assert magics(bare).limit == 10
+    for action in ("reload_ext", "load_ext"):
+        if action == "load_ext":
+            bare.run_line_magic("unload_ext", "ipy_memory")
+        with pytest.warns(UserWarning, match=r"MemoryMagics\.limit = 0"):
+            bare.run_line_magic(action, "ipy_memory")
+        assert bare.find_line_magic("remember") == magics(bare).remember and magics(bare).limit == 10
+    bare.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'mem')!r}")
+    assert isinstance(bare.run_line_magic("recall", "anything"), RecallResult)
+
+
+def test_bad_settings_in_a_config_file_keep_their_defaults(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, limit=500, display="nonsense", project="p", data_dir=str(tmp_path / "m"))
+    try:
+        with pytest.warns(UserWarning) as caught:
+            shell.run_line_magic("load_ext", "ipy_memory")
+        messages = sorted(str(w.message) for w in caught)
+        assert len(messages) == 2
+        assert "MemoryMagics.display = 'nonsense' is not valid (any of ['auto', 'widget', 'html', 'text'])" in messages[0]
+        assert "MemoryMagics.limit = 500 is not valid (an int from 1 to 50); using 10" in messages[1]
+        m = magics(shell)
+        assert (m.limit, m.display, m.project) == (10, "auto", "p")         # the good settings still apply
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("typed", ['"my notes"', "'my notes'"])
+def test_store_name_in_quotes_is_unquoted(ip, typed):
+    first = ip.run_cell_magic("store", typed, "# Notes\nFirst version.\n")
+    m = current_engine(ip).get(first.id)
+    assert (m.title, m.metadata["name"]) == ("my notes", "my notes")
+    again = ip.run_cell_magic("store", "my notes", "# Notes\nSecond version.\n")     # the same name, unquoted
+    assert again.id == first.id and "Second" in current_engine(ip).get(first.id).content
+
+
+@pytest.mark.parametrize("bad", ["BAD", "m-0000000000000000", "m-0000000000000000#1", "{id}#9"])
+def test_forget_checks_every_id_before_deleting_any(ip, bad):
+    keep = ip.run_line_magic("remember", "# Kept\nThis memory must survive a bad %forget.").id
+    other = ip.run_line_magic("remember", "# Also kept\nAnd so must this one.").id
+    with pytest.raises(UsageError, match="expected form|no memory"):
+        ip.run_line_magic("forget", f"{keep} {other} {bad.format(id=keep)}")
+    assert {m.id for m in ip.run_line_magic("memories", "")} == {keep, other}
+
+
+def test_forget_repeats_and_covered_sections_are_harmless(ip, capsys):
+    doc = ip.run_line_magic("remember", "# A\nfirst section\n\n# B\nsecond section")
+    other = ip.run_line_magic("remember", "# C\nthird\n\n# D\nfourth").id
+    assert doc.node_count == 2
+    capsys.readouterr()
+    ip.run_line_magic("forget", f"{doc.id} {doc.id} {doc.id}#1 {other}#1 {other}#1")
+    out = capsys.readouterr().out
+    assert lines(out, "forgot") == [f"forgot {doc.id} (2 sections)", f"forgot {other}#1 (1 section)"]
+    assert [m.id for m in ip.run_line_magic("memories", "")] == [other]
+
+
+@pytest.mark.parametrize("magic,method", [("memstats", "stats"), ("memdream", "dream"), ("memrotate", "rotate"),
+                                          ("memcompact", "compact")])
+def test_magics_without_options_reject_arguments_before_doing_anything(ip, monkeypatch, magic, method):
+    engine, called = current_engine(ip), []
+    monkeypatch.setattr(engine, method, lambda *a, **k: called.append(method) or {})
+    for line in ("--dry-run", "-n 5", "now please"):
+        with pytest.raises(UsageError, match=rf"%{magic} takes no arguments"):
+            ip.run_line_magic(magic, line)
+    assert called == []
+    ip.run_line_magic(magic, "  ")
+    assert called == [method]
+
+
+@pytest.mark.parametrize("store_history", [False, True])          # a kernel runs cells with store_history=True
+@pytest.mark.parametrize("cell", [
+    "%remember percent form",
+    "remember automagic form",
+    "remember -t 'Quoted' automagic with options",
+    "x = %remember assigned form",
+    "%remember ends with a semicolon;",
+    "%%remember\n# Cell\nbody",
+    "%%store named\n# Named\nbody",
+    "%%store named\n# Named\nbody ends with a semicolon;",
+    "%%store\nunnamed body\n;",
+    "if True:\n    %remember inside a block",
+    "%remember first of two\nprint('between')",
+])
+def test_summary_shows_exactly_once(ip, capsys, cell, store_history):
+    capsys.readouterr()
+    ip.run_cell(cell, store_history=store_history)
+    out = capsys.readouterr().out
+    assert len(lines(out, "stored m-")) == 1, out
+
+
+def test_lifecycle_summary_shows_exactly_once(ip, capsys):
+    for cell in ("%memrotate", "memrotate", "r = %memrotate"):
+        capsys.readouterr()
+        ip.run_cell(cell, store_history=True)
+        assert len(lines(capsys.readouterr().out, "moved_documents")) == 1, cell
+
+
+def test_summary_with_every_statement_shown(ip, capsys):
+    ip.ast_node_interactivity = "all"
+    ip.run_cell("%remember first\n%remember second")
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 2
+    ip.ast_node_interactivity = "last_expr_or_assign"
+    ip.run_cell("x = %remember assigned and shown")
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 1
+
+
+@pytest.mark.parametrize("setting,value", [("project", "bad\x01name"), ("project", "x" * 300), ("project", "../up"),
+                                           ("embedder", "bogus"), ("locale", "")])
+def test_open_error_hint_names_the_setting_at_fault(ip, setting, value):
+    ip.run_line_magic("config", f"MemoryMagics.{setting} = {value!r}")
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("memstats", "")
+    message = str(caught.value)
+    assert f"%config MemoryMagics.{setting} = " in message and "data_dir" not in message, message
+
+
+def test_help_names_each_magic_as_typed(ip):
+    store_doc = ip.find_cell_magic("store").__doc__
+    assert "%%store [-s SCOPE]" in store_doc and not re.search(r"(?<!%)%store \[", store_doc)
+    assert "the cell body in %%remember" in ip.find_cell_magic("remember").__doc__
+
+
+@pytest.mark.parametrize("run,typed", [
+    (lambda ip, line: ip.run_cell_magic("store", line, "body"), "%%store"),
+    (lambda ip, line: ip.run_cell_magic("remember", line, "body"), "%%remember"),
+    (lambda ip, line: ip.run_line_magic("remember", line), "%remember"),
+    (lambda ip, line: ip.run_line_magic("recall", line), "%recall"),
+    (lambda ip, line: ip.run_line_magic("memrecall", line), "%recall"),
+])
+@pytest.mark.parametrize("line", ["--bogus text", "--ttl abc text", "-n abc text", "-t"])
+def test_errors_name_each_magic_as_typed(ip, run, typed, line):
+    with pytest.raises(UsageError) as caught:
+        run(ip, line)
+    message = str(caught.value)
+    assert f"see {typed}?" in message, message
+    other = {"%%store": "%store", "%%remember": "%remember"}.get(typed)
+    assert other is None or not re.search(rf"(?<!%){other}\b", message), message
+
+
+def test_recall_errors_name_memrecall_when_recall_is_ipythons(tmp_path, monkeypatch):
+    shell = make_shell(tmp_path, monkeypatch, shadow_builtins=False)
+    try:
+        load(shell, tmp_path)
+        with pytest.raises(UsageError, match=r"see %memrecall\?"):
+            shell.run_line_magic("memrecall", "--bogus query")
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()

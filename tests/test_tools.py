@@ -250,3 +250,87 @@ def test_call_tool_never_raises(engine, name, args):
     r = call_tool(name, args, engine=engine)
     assert isinstance(r, ToolResult) and isinstance(r.text, str)
     json.dumps(r.data, default=str)
+
+
+# ------------------------------------------------------------------------------ review: schema, hints, payloads
+MEMORY_ID = "m-0123456789abcdef"
+
+
+@pytest.mark.parametrize("name,args", [
+    ("memory_remember", {"content": "x", "replace": MEMORY_ID + "#3"}),   # a section is no memory to overwrite
+    ("memory_remember", {"content": "x", "replace": MEMORY_ID + "\n"}),
+    ("memory_forget", {"id": MEMORY_ID + "\n"}),                          # '$' would let a trailing newline pass
+    ("memory_forget", {"id": MEMORY_ID + "#2\n"}),
+])
+def test_id_patterns_match_the_whole_value(stocked, name, args):
+    r = call_tool(name, args, engine=stocked)
+    assert r.is_error and "expected form" in r.text, r.text
+
+
+def test_replace_schema_pattern_takes_memory_ids_only():
+    remember = {t["name"]: t for t in export_tools("anthropic")}["memory_remember"]["input_schema"]
+    pattern = re.compile(remember["properties"]["replace"]["pattern"])
+    assert pattern.fullmatch(MEMORY_ID) and not pattern.fullmatch(MEMORY_ID + "#3")
+    forget = {t["name"]: t for t in export_tools("anthropic")}["memory_forget"]["input_schema"]
+    assert re.fullmatch(forget["properties"]["id"]["pattern"], MEMORY_ID + "#3")
+
+
+def test_tools_that_delete_or_overwrite_are_destructive():
+    mcp = {t["name"]: t["annotations"] for t in export_tools("mcp", engine=WithLifecycle())}
+    for name in ("memory_forget", "memory_remember", "memory_dream", "memory_rotate"):
+        assert mcp[name]["destructiveHint"] is True, name
+    for name in ("memory_search", "memory_list", "memory_stats"):
+        assert mcp[name]["readOnlyHint"] is True and mcp[name]["destructiveHint"] is False, name
+
+
+def test_lifecycle_descriptions_say_what_the_engine_does():
+    dream, rotate = TOOLS["memory_dream"].description, TOOLS["memory_rotate"].description
+    for promise in ("merge", "summar", "near-duplicate"):
+        assert promise not in dream.lower(), dream
+    assert "word for word" in dream and "never deletes a memory" in dream.lower()
+    assert "expired" not in rotate.lower() and "drop" not in rotate.lower(), rotate
+    assert "one tier colder" in rotate and "nothing is deleted" in rotate.lower()
+
+
+@pytest.mark.parametrize("message", [
+    {"tool_calls": ["x"]},
+    {"tool_calls": [None]},
+    {"tool_calls": "memory_search"},
+    {"tool_calls": {"id": "call_1"}},
+    {"tool_calls": [{"function": {"name": "memory_stats", "arguments": "{}"}}]},           # no id to answer
+    {"tool_calls": [{"id": 7, "function": {"name": "memory_stats", "arguments": "{}"}}]},
+    {"role": "assistant", "content": ["x", {"type": "tool_use", "id": "tu_1", "name": "memory_stats", "input": {}}]},
+    [{"type": "tool_use", "name": "memory_stats", "input": {}}],
+    [42],
+])
+def test_malformed_tool_call_envelopes_are_invalid_arguments(stocked, message):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match="tool call"):
+        run_tool_calls(message, engine=stocked)
+    with pytest.raises(InvalidArgument, match="tool call"):
+        tool_calls(message)
+
+
+@pytest.mark.parametrize("call,message", [
+    ({"id": "c1", "function": "memory_stats"}, "unknown tool"),
+    ({"id": "c1", "function": {"arguments": "{}"}}, "unknown tool"),
+    ({"id": "c1"}, "unknown tool"),
+    ({"id": "c1", "function": {"name": 5, "arguments": "{}"}}, "unknown tool"),
+    ({"id": "c1", "function": {"name": "memory_search", "arguments": "{not json"}}, "not valid JSON"),
+    ({"id": "c1", "function": {"name": "memory_search", "arguments": "[1]"}}, "must be a JSON object"),
+    ({"id": "c1", "function": {"name": "memory_search", "arguments": 3}}, "must be a JSON object"),
+    ({"id": "c1", "function": {"name": "memory_search", "arguments": ["query"]}}, "must be a JSON object"),
+])
+def test_a_model_s_bad_call_is_a_per_call_error(stocked, call, message):
+    [reply] = run_tool_calls({"tool_calls": [call]}, engine=stocked)
+    assert reply["role"] == "tool" and reply["tool_call_id"] == "c1"
+    assert reply["content"].startswith("Error: ") and message in reply["content"], reply
+    [block] = run_tool_calls([{"type": "tool_use", "id": "tu_1", "name": "memory_search", "input": "{oops"}],
+                             engine=stocked)
+    assert block["is_error"] is True and "not valid JSON" in block["content"]
+
+
+def test_bad_prefix_in_a_call_is_an_invalid_argument(stocked):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match="prefix"):
+        call_tool("memory_stats", {}, engine=stocked, prefix=5)

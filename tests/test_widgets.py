@@ -136,3 +136,66 @@ def test_tier_stats_uses_the_engines_tier_report(stocked):
     t = TierStats(stocked, live=False)
     assert set(t.stats["tiers"]) == set(stocked.tier_stats()["tiers"])
     assert "vector size" in t.view.value and "precision" in t.view.value
+
+
+# ------------------------------------------------------------------------------ review
+def test_widgets_follow_the_kernels_engine_when_it_reopens(ip, tmp_path):
+    ip.run_line_magic("remember", "widgets use the kernel's engine")
+    b, t = RecallBrowser(query="kernel engine", live=False), TierStats(live=False)
+    first = b.engine
+    assert len(b.result) == 1 and t.stats["documents"] == 1
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'other')!r}")   # the magics reopen it there
+    assert first._closed
+    assert b.search("kernel engine") is not None and len(b.result) == 0 and "closed" not in b.status.value
+    assert b.engine is ip.magics_manager.registry["MemoryMagics"].engine
+    assert t.refresh()["documents"] == 0
+
+
+def test_widgets_report_a_kernel_engine_that_cannot_open(ip, tmp_path):
+    b = RecallBrowser(live=False)
+    (tmp_path / "file").write_text("not a dir")
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'file')!r}")
+    assert b.search("anything") is None and "cannot open the memory store" in b.status.value
+    assert TierStats(live=False).stats is None
+
+
+def test_failed_search_drops_the_previous_result(stocked):
+    b = RecallBrowser(stocked, query="sales", live=False)
+    assert b.result is not None and b.hit_views
+    stocked.close()
+    assert b.search("deploys") is None and b.result is None
+    assert "closed" in b.status.value and b.results.children == () and b.hit_views == []
+    data = b._repr_mimebundle_()
+    assert "closed" in data["text/html"] and "closed" in data["text/plain"]
+    assert b.search() is None and b.result is None                            # the box's query, failing again
+
+
+def test_scope_in_any_order(stocked):
+    b = RecallBrowser(stocked, scope="global+project", query="deploys")
+    assert b.scope_box.value == "project+global" and b.result is not None
+    assert RecallBrowser(stocked, scope=" global + session ").scope_box.value == "session+global"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"scope": "bogus"}, "unknown scope"), ({"scope": "global+bogus"}, "unknown scope"), ({"scope": 3}, "scope"),
+    ({"query": 5}, "query"), ({"query": b"sales"}, "query"), ({"limit": 0}, "limit"), ({"limit": 51}, "limit"),
+    ({"limit": "5"}, "limit"), ({"limit": True}, "limit"), ({"live": "yes"}, "live"), ({"result": "x"}, "result"),
+])
+def test_browser_arguments_are_checked(stocked, kwargs, match):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match=match):
+        RecallBrowser(stocked, **kwargs)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"stats": {"documents": 1}}, "stats"), ({"live": 1}, "live")])
+def test_tier_stats_arguments_are_checked(stocked, kwargs, match):
+    from ipy_memory.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match=match):
+        TierStats(stocked, **kwargs)
+
+
+def test_an_engine_must_be_an_engine():
+    from ipy_memory.errors import InvalidArgument
+    for cls in (RecallBrowser, TierStats):
+        with pytest.raises(InvalidArgument, match="engine"):
+            cls("not an engine")
