@@ -17,10 +17,12 @@ import shlex
 import sys
 import time
 import warnings
+from pathlib import Path
 
 from . import _validate as v
-from .config import SCOPES, default_session
+from .config import SCOPES, default_data_dir, default_session
 from .errors import InvalidArgument, NotFound
+from .store import DB_NAME
 from .tools import TOOLS
 
 # one token: quoted parts kept whole, or a run of non-space characters
@@ -111,9 +113,17 @@ def error_text(message: str, kind: str, usage: str) -> str:
 
 
 def no_arguments(magic: str, line: str) -> None:
-    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated)."""
-    if line.strip():
+    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated).
+    A lone ';' is IPython's "no output" idiom, which reaches a line magic as its argument."""
+    if line.strip().rstrip(";").strip():
         raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
+
+
+def unwritable_store(data_dir: str) -> bool:
+    """A store in a directory this kernel cannot write (a read-only mount, a colleague's copy): the
+    magics open it read-only, so %recall, %memories and %memstats still work."""
+    d = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    return (d / DB_NAME).is_file() and not os.access(d, os.W_OK)
 
 
 def given(value, default):

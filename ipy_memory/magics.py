@@ -20,7 +20,7 @@ from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unquote, without_settings)
+                         split_options, unquote, unwritable_store, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -118,8 +118,12 @@ class MemoryMagics(Magics):
         if self._engine is None:
             try:
                 settings = Settings().with_(dedup_threshold=self.dedup_threshold, locale=self.locale)
+                read_only = unwritable_store(self.data_dir)
                 self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
-                                            project=self.project or None, settings=settings)
+                                            project=self.project or None, settings=settings, read_only=read_only)
+                if read_only:
+                    print(f"ipy_memory: {self._engine.data_dir} is not writable here: opened read-only "
+                          "(%recall, %memories and %memstats work; writing does not)")
             except IpyMemoryError as exc:
                 raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project, self.locale)}") from None
             self._engine_key = key

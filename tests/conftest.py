@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from ipy_memory import MemoryEngine
 from ipy_memory.embeddings.hashing import HashEmbedder
 
 
@@ -183,3 +186,24 @@ def local_embed_server():
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A store in a directory nobody may write: a read-only bind mount (root), else chmod 0555."""
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    with MemoryEngine(src, project="p") as mem:
+        mem.remember("# Notes\n\nthe read-only store still answers")
+    if os.geteuid() != 0:
+        os.chmod(src, 0o555)
+        yield src
+        os.chmod(src, 0o755)
+        return
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(src), str(ro)], capture_output=True).returncode:
+        pytest.skip("running as root without permission to mount: no way to make a read-only directory")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True, capture_output=True)
+        yield ro
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], check=True)   # (lazy: a leaked handle must not keep it)

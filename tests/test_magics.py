@@ -427,7 +427,19 @@ def test_magics_without_options_reject_arguments_before_doing_anything(ip, monke
             ip.run_line_magic(magic, line)
     assert called == []
     ip.run_line_magic(magic, "  ")
-    assert called == [method]
+    ip.run_line_magic(magic, ";")           # `%memstats;`: IPython's "no output" idiom
+    assert called == [method, method]
+
+
+def test_a_store_in_a_read_only_directory_opens_read_only(bare, read_only_dir, capsys):
+    bare.run_line_magic("load_ext", "ipy_memory")
+    bare.run_line_magic("config", f"MemoryMagics.data_dir = {str(read_only_dir)!r}")
+    bare.run_line_magic("config", "MemoryMagics.project = 'p'")
+    assert "read-only store" in bare.run_line_magic("recall", "read-only store").block
+    assert "opened read-only" in capsys.readouterr().out
+    assert len(bare.run_line_magic("memories", "")) == 1
+    with pytest.raises(UsageError, match="read-only"):
+        bare.run_line_magic("remember", "cannot be written")
 
 
 @pytest.mark.parametrize("store_history", [False, True])          # a kernel runs cells with store_history=True

@@ -175,27 +175,6 @@ def test_write_racing_another_engines_reembed_is_refused(data_dir):
 
 
 # ------------------------------------------------------------------------------------ read-only data dir
-@pytest.fixture
-def read_only_dir(tmp_path):
-    """A store in a directory nobody may write: a read-only bind mount (root), else chmod 0555."""
-    src, ro = tmp_path / "src", tmp_path / "ro"
-    with MemoryEngine(src, project="p") as mem:
-        mem.remember("# Notes\n\nthe read-only store still answers")
-    if os.geteuid() != 0:
-        os.chmod(src, 0o555)
-        yield src
-        os.chmod(src, 0o755)
-        return
-    ro.mkdir()
-    if subprocess.run(["mount", "--bind", "-o", "ro", str(src), str(ro)], capture_output=True).returncode:
-        pytest.skip("running as root without permission to mount: no way to make a read-only directory")
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True, capture_output=True)
-        yield ro
-    finally:
-        subprocess.run(["umount", "-l", str(ro)], check=True)   # (lazy: a leaked handle must not keep it)
-
-
 def test_read_only_directory_opens_read_only(read_only_dir, tmp_path):
     with MemoryEngine(read_only_dir, project="p", read_only=True) as mem:
         assert mem.list_memories().total == 1
