@@ -111,8 +111,18 @@ def _words(text: str) -> tuple[str, ...]:
     return _words_python(text)
 
 
-def _words_python(text: str) -> tuple[str, ...]:
-    if not text.isascii():      # NFKC: "e\u0301" is "é" and "ＡＢＣ" "ABC", as a query types them
+def hashing_words(text: str) -> tuple[str, ...]:
+    """`words` as they were before NFKC: the hashing embedder's vectors are kept in stores under its
+    name ('hash-v1-384'), so the words it hashes may not change (ASCII text's never did)."""
+    if text.isascii():
+        return words(text)
+    if _kernels.text_words is not None:
+        return _kernels.text_words(text, STOP_WORDS, False)
+    return _words_python(text, nfkc=False)
+
+
+def _words_python(text: str, nfkc: bool = True) -> tuple[str, ...]:
+    if nfkc and not text.isascii():      # "e\u0301" is "é" and "ＡＢＣ" "ABC", as a query types them
         text = unicodedata.normalize("NFKC", text)
     text = text.lower()
     if text.isascii():          # no CJK token: one filter, no per-token script test

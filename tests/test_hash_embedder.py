@@ -104,6 +104,14 @@ def test_vectors_are_the_ones_stores_already_hold():
         vecs = HashEmbedder(dim=dim).embed(texts)
         assert hashlib.sha256(vecs.tobytes()).hexdigest()[:32] == digest
 
+    # text NFKC changes (fullwidth forms, decomposed accents, ligatures): the lexical index normalises
+    # it, the embedder may not (digests computed with the code before NFKC, 0455209)
+    texts = ["ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ ａｎｄ ｄｉｇｉｔｓ １２３", "re\u0301sume\u0301 cafe\u0301 (decomposed)",
+             "ﬁle ﬂow ligatures", "中文，标点！全角（括号）", "Ⅻ ㎏ ½ compat forms", "İstanbul ǅ titlecase"]
+    for dim, digest in ((384, "6f0548a3e18021fde6cd9c1aa2c175d9"), (64, "377f5c2edf1965b4c3b338887d42dd1b")):
+        vecs = HashEmbedder(dim=dim).embed(texts)
+        assert hashlib.sha256(vecs.tobytes()).hexdigest()[:32] == digest
+
 
 def test_deterministic_across_processes(emb, tmp_path):
     # Python's str hash is salted per process; the embedder must not depend on it.

@@ -131,8 +131,10 @@ _SPECIAL = ["İstanbul", "ΣΊΣΥΦΟΣ", "straße", "ﬁle", "e\u0301", "x²",
        | st.lists(st.sampled_from(_SPECIAL), max_size=8).map("".join))
 def test_compiled_words_are_the_python_ones_for_any_text(text):
     """Case mapping that changes the length, letters and digits of every script, CJK runs next to
-    other letters, astral characters, lone surrogates: the same tokens as the regex."""
+    other letters, astral characters, lone surrogates: the same tokens as the regex (and without
+    NFKC, the hashing embedder's words, as before it)."""
     assert _kernels.text_words(text, _text.STOP_WORDS) == _text._words_python(text)
+    assert _kernels.text_words(text, _text.STOP_WORDS, False) == _text._words_python(text, nfkc=False)
 
 
 @pytest.mark.parametrize("words", [_text._words_python] + ([lambda t: _kernels.text_words(t, _text.STOP_WORDS)]

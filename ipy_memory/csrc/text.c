@@ -102,11 +102,12 @@ PyObject *ascii_cues(PyObject *self, PyObject *arg)
 /* ------------------------------------------------------------------------------ words */
 
 const char text_words_doc[] = PyDoc_STR(
-"text_words(text, stop_words) -> tuple\n--\n\n"
+"text_words(text, stop_words, nfkc=True) -> tuple\n--\n\n"
 "_text._words_python(text): the text NFKC-normalised and lower-cased (str.lower), its runs of CJK characters (kana,\n"
 "CJK ideographs, hangul) as character bigrams (a lone character stays itself) and its runs of other\n"
 "letters and digits (re's \\w without '_'), in order, without the tokens in the set stop_words and\n"
-"without single characters that are not digits.");
+"without single characters that are not digits. nfkc=False: not normalised (the hashing embedder's\n"
+"words, whose vectors a store keeps under its name).");
 
 /* Append word (a new reference, stolen) to out unless it is in stop. 0, or -1 with an exception. */
 static int keep(PyObject *out, PyObject *stop, PyObject *word, int check)
@@ -220,9 +221,9 @@ static PyObject *nfkc(PyObject *text)
 
 /* Other text: NFKC, then str.lower() (either may change the length: "İ" becomes "i" + a combining
  * dot), then what _text._cjk_patterns()[0] finds in it, token by token as _words_python treats them. */
-static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out)
+static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out, int normalize)
 {
-    PyObject *normal = nfkc(text);
+    PyObject *normal = normalize ? nfkc(text) : Py_NewRef(text);
     PyObject *low = normal ? PyObject_CallMethod(normal, "lower", NULL) : NULL;
     Py_XDECREF(normal);
     if (!low)
@@ -271,10 +272,12 @@ static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out)
 PyObject *text_words(PyObject *self, PyObject *args)
 {
     PyObject *text, *stop;
-    if (!PyArg_ParseTuple(args, "UO!:text_words", &text, &PyFrozenSet_Type, &stop))
+    int normalize = 1;
+    if (!PyArg_ParseTuple(args, "UO!|p:text_words", &text, &PyFrozenSet_Type, &stop, &normalize))
         return NULL;
     PyObject *out = PyList_New(0), *result = NULL;
-    if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out) : unicode_text_words(text, stop, out)) == 0)
+    if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out)
+                                         : unicode_text_words(text, stop, out, normalize)) == 0)
         result = PyList_AsTuple(out);
     /* A tuple of str can be in no reference cycle; untracked now, the cyclic GC never visits its
      * words (CPython would untrack it too, but only after a collection had read every word: the

@@ -109,7 +109,7 @@ class HashEmbedder(Embedder):
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         n = len(texts)
-        per_text = [_text.words(t) for t in texts]
+        per_text = [_text.hashing_words(t) for t in texts]
         per = np.fromiter(map(len, per_text), np.int64, n)
         out = np.zeros((n, self.dim), np.float32)
         # in runs of at most _RUN_WORDS words (or one text): the word table keeps room for a run's
