@@ -23,7 +23,7 @@ def text(value: Any, what: str, *, max_chars: int, allow_empty: bool = False) ->
         raise InvalidArgument(f"{what} must be str, not bytes: decode it first, e.g. data.decode('utf-8')")
     if not isinstance(value, str):
         raise InvalidArgument(f"{what} must be a str, not {type(value).__name__}")
-    if not allow_empty and not value.strip():
+    if not allow_empty and not (value.strip() if value.isascii() else value.replace("\ufeff", "").strip()):   # (a BOM alone)
         raise InvalidArgument(f"{what} is empty: pass some text")
     if "\x00" in value:
         raise InvalidArgument(f"{what} contains a NUL byte (\\x00): remove it")

@@ -61,6 +61,7 @@ def parse_block(block: str, hits: int) -> None:
         assert [int(HEADER.match(h).group(1)) if HEADER.match(h) else h for h in headers] == list(range(1, hits + 1))
         assert not any(TAG.search(ln) for ln in body), "a memory-recall tag survived inside the block"
         assert sum(bool(TAG.search(ln)) for ln in lines) == 2
+    assert len(TAG.findall(block)) == 2, "a tag across lines (a title's end and its text's start)"
 
 
 @FAST
