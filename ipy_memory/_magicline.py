@@ -112,10 +112,16 @@ def error_text(message: str, kind: str, usage: str) -> str:
     return f"{message}\n{HINTS.get(kind, f'usage: {usage}  (see {usage.split()[0]}?)')}"
 
 
+def without_semicolon(line: str) -> str:
+    """The line of a magic that takes options or ids only, without a trailing ';' (typed out of habit:
+    it reaches a line magic as part of its argument)."""
+    line = line.strip()
+    return line[:-1].rstrip() if line.endswith(";") else line
+
+
 def no_arguments(magic: str, line: str) -> None:
-    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated).
-    A lone ';' is IPython's "no output" idiom, which reaches a line magic as its argument."""
-    if line.strip().rstrip(";").strip():
+    """Reject what a magic without options was given, before it does anything (%memrotate --dry-run rotated)."""
+    if without_semicolon(line):
         raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
 
 
@@ -304,9 +310,13 @@ def without_settings(config: dict, sections: list[str], names: list[str]) -> dic
 def ids_to_forget(engine, ids: list[str]) -> list[str]:
     """The ids %forget deletes, each checked first (its form, and that it exists) so that a bad one stops
     the command before anything is deleted. Repeats, and sections of a memory forgotten whole, are dropped."""
-    ids = list(dict.fromkeys(ids))
+    canonical = []
     for id_ in ids:
         TOOLS["memory_forget"].validate({"id": id_})        # the tool's check and message
+        doc, ord_ = v.memory_id(id_)
+        canonical.append(doc if ord_ is None else f"{doc}#{ord_}")    # ('#01' is '#1': one section, once)
+    ids = list(dict.fromkeys(canonical))
+    for id_ in ids:
         doc, ord_ = v.memory_id(id_)
         if ord_ is None:    # what forget() finds: the document even when expired (until purged)
             if not engine.store.query("SELECT 1 FROM documents WHERE id = ?", (doc,)):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import reprlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -64,13 +65,13 @@ class Param:
             value, ok = int(value), True
         if not ok:
             raise InvalidArgument(f"{name} must be {'an' if self.type == 'integer' else 'a'} {self.type}"
-                                  f"{self._range()}, got {json.dumps(value, default=repr)[:80]}")
-        if self.type == "number" and not math.isfinite(value):
+                                  f"{self._range()}, got {reprlib.repr(value)[:80]}")   # (bounded: any depth, cycles)
+        if self.type == "number" and isinstance(value, float) and not math.isfinite(value):   # (an int may pass a float's range)
             raise InvalidArgument(f"{name} must be a finite number{self._range()}, got {value}")
         if self.enum is not None and value not in self.enum:
             raise InvalidArgument(f"{name} must be one of {', '.join(map(str, self.enum))}; got {value!r}")
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
-            raise InvalidArgument(f"{name} must be{self._range()}, got {value}")
+            raise InvalidArgument(f"{name} must be{self._range()}, got {reprlib.repr(value)}")
         if self.type == "string":
             if self.required and not value.strip():
                 raise InvalidArgument(f"{name} is empty: pass some text")

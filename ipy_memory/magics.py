@@ -20,7 +20,7 @@ from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unquote, unwritable_store, without_settings)
+                         split_options, unquote, unwritable_store, without_semicolon, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -103,10 +103,11 @@ class MemoryMagics(Magics):
         if isinstance(value, LazyConfigValue):    # a container's update: traitlets applies it
             return True
         try:
-            trait._validate(self, value.get_value(trait) if isinstance(value, DeferredConfig) else value)
+            value = trait._validate(self, value.get_value(trait) if isinstance(value, DeferredConfig) else value)
         except (TraitError, ValueError):          # (ValueError: a command-line string that does not parse)
             return False
-        return True
+        # what the traits let through: Int takes True, Float(min, max) takes NaN
+        return not (isinstance(trait, Int) and isinstance(value, bool) or isinstance(value, float) and value != value)
 
     # ------------------------------------------------------------------------------ engine
     @property
@@ -346,7 +347,7 @@ class MemoryMagics(Magics):
             %memories
             %memories -s global -n 20 --offset 20
         """
-        args, rest = self._parse(self.memories, line, "%memories")
+        args, rest = self._parse(self.memories, without_semicolon(line), "%memories")
         if rest:
             raise UsageError(f"%memories takes options only, not {rest!r}; to search use %recall {rest}")
         arguments = dict(scope=_usage(scope_arg, args.scope), project=args.project, limit=args.limit, offset=args.offset)
@@ -369,10 +370,10 @@ class MemoryMagics(Magics):
             %forget m-0123456789abcdef
             %forget m-0123456789abcdef#2 m-fedcba9876543210
         """
-        if not line.split():
+        if not without_semicolon(line).split():
             raise UsageError("which memory? %forget ID (ids are shown by %memories and %recall)")
         try:
-            ids = ids_to_forget(self.engine, line.split())
+            ids = ids_to_forget(self.engine, without_semicolon(line).split())
         except IpyMemoryError as exc:
             raise UsageError(error_text(str(exc), type(exc).__name__, "%forget ID [ID ...]")) from None
         for id_ in ids:

@@ -240,8 +240,9 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError as exc:
-            return _error(shown, f"arguments are not valid JSON ({exc}); pass an object such as {{\"query\": \"...\"}}")
+        except (ValueError, RecursionError) as exc:     # (RecursionError: nested past the interpreter's depth)
+            return _error(shown, f"arguments are not valid JSON ({type(exc).__name__}: {str(exc)[:200]}); "
+                                 "pass an object such as {\"query\": \"...\"}")
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):

@@ -372,6 +372,32 @@ def test_a_bad_setting_is_reported_and_the_extension_still_loads(bare, tmp_path)
     assert isinstance(bare.run_line_magic("recall", "anything"), RecallResult)
 
 
+@pytest.mark.parametrize("setting, value", [("limit", True), ("max_tokens", False), ("dedup_threshold", float("nan"))])
+def test_settings_the_traits_let_through_are_rejected_too(tmp_path, monkeypatch, setting, value):
+    """traitlets' Int takes a bool and Float(min, max) NaN; either then broke every %recall."""
+    shell = make_shell(tmp_path, monkeypatch, project="p", data_dir=str(tmp_path / "m"), **{setting: value})
+    try:
+        with pytest.warns(UserWarning, match=rf"MemoryMagics\.{setting} = .* is not valid"):
+            shell.run_line_magic("load_ext", "ipy_memory")
+        assert isinstance(shell.run_line_magic("recall", "anything"), RecallResult)
+    finally:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+        InteractiveShell.clear_instance()
+
+
+def test_forget_takes_two_spellings_of_one_section_once(ip):
+    doc = ip.run_line_magic("remember", "# A\none\n\n# B\ntwo\n\n# C\nthree")
+    ip.run_line_magic("forget", f"{doc.id}#1 {doc.id}#01 {doc.id}#0000001")
+    assert current_engine(ip).get(doc.id).node_count == 2
+
+
+@pytest.mark.parametrize("line", ["%memories ;", "%memories -n 5 ;", "%memstats ;", "%forget {id} ;"])
+def test_a_trailing_semicolon_is_not_an_argument(ip, line):
+    doc = ip.run_line_magic("remember", "a memory to list and forget")
+    r = ip.run_cell(line.format(id=doc.id))
+    assert r.error_in_exec is None, r.error_in_exec
+
+
 def test_bad_settings_in_a_config_file_keep_their_defaults(tmp_path, monkeypatch):
     shell = make_shell(tmp_path, monkeypatch, limit=500, display="nonsense", project="p", data_dir=str(tmp_path / "m"))
     try:
@@ -427,7 +453,7 @@ def test_magics_without_options_reject_arguments_before_doing_anything(ip, monke
             ip.run_line_magic(magic, line)
     assert called == []
     ip.run_line_magic(magic, "  ")
-    ip.run_line_magic(magic, ";")           # `%memstats;`: IPython's "no output" idiom
+    ip.run_line_magic(magic, ";")           # `%memstats ;`: a semicolon typed out of habit
     assert called == [method, method]
 
 

@@ -148,6 +148,19 @@ def test_metadata_for_stored_memories(stocked):
     assert stocked.get(r.data["id"]).metadata == {"source": "agent"}
 
 
+def _circular() -> dict:
+    d: dict = {"a": 1}
+    d["self"] = d
+    return d
+
+
+def _deep(depth: int) -> list:
+    out: list = []
+    for _ in range(depth):
+        out = [out]
+    return out
+
+
 @pytest.mark.parametrize("name,args,message", [
     ("memory_search", {}, "query is required"),
     ("memory_search", {"query": "   "}, "query is empty"),
@@ -174,6 +187,11 @@ def test_metadata_for_stored_memories(stocked):
     ("memory_search", 42, "must be a JSON object"),
     ("memory_nope", {}, "unknown tool memory_nope; available: memory_search"),
     ("memory_search", {"query": "x", "project": "../etc"}, "InvalidArgument"),
+    ("memory_search", "[" * 100_000 + "]" * 100_000, "not valid JSON (RecursionError"),
+    ("memory_remember", {"content": "x", "ttl": 10**400}, "ttl must be between 0 and"),
+    ("memory_remember", {"content": "x", "importance": -10**400}, "importance must be between 0 and 1"),
+    ("memory_search", {"query": _circular()}, "query must be a string"),
+    ("memory_search", {"query": _deep(100_000)}, "query must be a string"),
 ])
 def test_errors_come_back_as_tool_errors(stocked, name, args, message):
     r = call_tool(name, args, engine=stocked)
