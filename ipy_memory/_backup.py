@@ -3,8 +3,10 @@
 A backup target must not be anything the live store (or another one) still uses: replacing the
 database's -wal file, say, destroys the store. So the target may not be the live database, a
 SQLite -wal/-shm/-journal file or a file of the store's index directory; an existing target must
-be a regular file holding an ipy_memory database that nobody has open (a device such as
-/dev/null, a FIFO or someone's notes are never replaced).
+be a backup made by backup() (marked so in its meta table; a store's own database, even closed,
+is not one) that nobody has open: a device such as /dev/null, a FIFO or someone's notes are never
+replaced. Each backup writes its own temporary file, so two kernels backing up to one path at once
+each publish a whole copy (the last one wins).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from .errors import InvalidArgument, StorageError
 
 SIDECARS = ("-wal", "-shm", "-journal")        # the files SQLite keeps beside a database it has open
+BACKUP_MARK = "backup_of"       # meta key of a backup: the store it copies (a store clears it at open)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -27,7 +30,13 @@ def target_path(path, db_path: Path, index_dir: Path) -> Path:
     raw = os.fsdecode(os.fspath(path))
     if "\0" in raw:
         raise InvalidArgument(f"backup path {raw!r} contains a NUL character: no file can have that name")
-    target = Path(raw).expanduser().resolve()
+    try:
+        return _checked(Path(raw).expanduser().resolve(), db_path, index_dir)
+    except (OSError, RuntimeError) as exc:      # a name too long, a directory we may not search, a symlink loop
+        raise InvalidArgument(f"backup path {raw[:200]!r} cannot be used: {exc}") from None
+
+
+def _checked(target: Path, db_path: Path, index_dir: Path) -> Path:
     live = db_path.resolve()
     if target == live or _same_file(target, live):
         raise InvalidArgument("backup path is the live database itself: choose another file")
@@ -59,12 +68,12 @@ def _check_replaceable(target: Path) -> None:
     if any(Path(f"{target}{s}").exists() for s in SIDECARS):
         raise InvalidArgument(f"{target} is a database in use (its -wal/-shm/-journal file is beside it): "
                               "backup() never replaces a live store")
-    if not _is_store(target):
-        raise InvalidArgument(f"{target} exists and is not an ipy_memory database: backup() only replaces "
-                              "an earlier backup file; choose a new file name")
+    if not _is_backup(target):
+        raise InvalidArgument(f"{target} exists and is not a backup made by backup() (another store's database "
+                              "or some other file): choose a new file name")
 
 
-def _is_store(path: Path) -> bool:
+def _is_backup(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
             if f.read(16) != _SQLITE_MAGIC:
@@ -72,7 +81,7 @@ def _is_store(path: Path) -> bool:
         # immutable: read without locks and without creating -shm/-wal files beside it
         con = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
         try:
-            return bool(con.execute("SELECT 1 FROM meta WHERE key = 'store_id'").fetchone())
+            return bool(con.execute(f"SELECT 1 FROM meta WHERE key = '{BACKUP_MARK}'").fetchone())
         finally:
             con.close()
     except (OSError, sqlite3.Error):
@@ -80,15 +89,21 @@ def _is_store(path: Path) -> bool:
 
 
 def write(store, target: Path) -> int:
-    """Copy `store` (a Store) to `target` through a `.partial` file beside it; returns its size."""
-    tmp = target.with_name(f".{target.name}.partial")
+    """Copy `store` (a Store) to `target` through a temporary file of its own beside it; returns its size."""
+    import tempfile          # (here: it imports random, which an engine's import does without)
+    try:    # (a short name: a long target's own name plus a suffix could pass the file system's limit)
+        fd, name = tempfile.mkstemp(prefix=".ipy-memory-backup-", suffix=".partial", dir=target.parent)
+    except OSError as exc:
+        raise StorageError(f"backup to {target} failed: {exc}") from exc
+    os.close(fd)
+    tmp = Path(name)
     try:
-        _remove(tmp)                          # left by a run that was killed
         dst = sqlite3.connect(tmp)
         try:
             with store.lock:
                 store.db.backup(dst)
             # A restored backup is a different store: index snapshots of the live one must not match it.
+            dst.execute(f"INSERT OR REPLACE INTO meta SELECT '{BACKUP_MARK}', value FROM meta WHERE key = 'store_id'")
             dst.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
             dst.commit()
         finally:

@@ -87,6 +87,12 @@ def sections(db, doc_id: str) -> list[tuple[int, int, str, str]]:
     return db.execute("SELECT ord, depth, title, body FROM dreamed WHERE document_id = ?", (doc_id,)).fetchall()
 
 
+def has_section(db, doc_id: str, ord_: int) -> bool:
+    """Whether 'm-…#n' is a section dream() set aside (still the memory's, out of the indexes)."""
+    return _exists(db) and db.execute("SELECT 1 FROM dreamed WHERE document_id = ? AND ord = ?",
+                                      (doc_id, ord_)).fetchone() is not None
+
+
 def forget_section(db, doc_id: str, ord_: int) -> bool:
     """Remove a set-aside section ('m-…#n'); False if there is none."""
     return _exists(db) and db.execute("DELETE FROM dreamed WHERE document_id = ? AND ord = ?",

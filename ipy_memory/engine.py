@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
-from . import _validate as v
+from . import _dreamed, _validate as v
 from . import block as _block
 from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
@@ -337,10 +337,12 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         self._check_open()
         doc_id, ord_ = v.memory_id(id)
         self._flush_accesses()
-        rows = self.store.query(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
-                                "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock()))
-        if rows and ord_ is not None and not self.store.query(
-                "SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc_id, ord_)):
+        with self.store.read() as db:
+            rows = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
+                              "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock())).fetchall()
+            section = ord_ is None or bool(db.execute("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?",
+                                                      (doc_id, ord_)).fetchone()) or _dreamed.has_section(db, doc_id, ord_)
+        if rows and not section:
             raise NotFound(f"no section {id!r}: memory {doc_id} has no section #{ord_} (or it was forgotten)")
         if not rows:
             raise NotFound(f"no memory {id!r}")

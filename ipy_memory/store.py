@@ -235,6 +235,8 @@ class Store:
             db.execute("DROP INDEX IF EXISTS documents_space_hash")
             # identifies this database to the index snapshots beside it (a restored backup is another store)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(8))))")
+            # a restored backup in use is a store, which backup() may no longer replace (_backup.py)
+            db.execute("DELETE FROM meta WHERE key = 'backup_of'")
 
     # ------------------------------------------------------------------------------ transactions
     @contextmanager

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from ipy_memory import EmbedderMismatch, HashEmbedder, InvalidArgument, MemoryEngine
+from ipy_memory import EmbedderMismatch, HashEmbedder, InvalidArgument, MemoryEngine, NotFound
 from ipy_memory.config import DAY
 from ipy_memory.lifecycle import TierPolicy
 
@@ -59,12 +59,12 @@ def test_backup_overwrites_only_a_closed_ipy_memory_database(mem, tmp_path):
     mem.remember("a fact worth backing up")
     other = tmp_path / "notes.txt"
     other.write_text("someone's notes")
-    with pytest.raises(InvalidArgument, match="not an ipy_memory database"):
+    with pytest.raises(InvalidArgument, match="not a backup made by backup"):
         mem.backup(other)
     assert other.read_text() == "someone's notes"
     plain = tmp_path / "plain.sqlite3"
     sqlite3.connect(plain).execute("CREATE TABLE t (x)").connection.close()
-    with pytest.raises(InvalidArgument, match="not an ipy_memory database"):
+    with pytest.raises(InvalidArgument, match="not a backup made by backup"):
         mem.backup(plain)
     # another store, open right now (its -wal beside it): refused, untouched
     with MemoryEngine(tmp_path / "other", project="x") as live:
@@ -93,9 +93,66 @@ def test_backup_cleans_its_partial_file_on_any_failure(mem, tmp_path, monkeypatc
         mem.backup(tmp_path / "x.sqlite3")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]      # no x.sqlite3, no .partial left
     monkeypatch.undo()
-    (tmp_path / ".y.sqlite3.partial").write_text("left by a killed run")
+    # another kernel's temporary file (or one a killed run left) is not ours to remove
+    (tmp_path / ".ipy-memory-backup-other.partial").write_text("another backup, still being written")
     assert mem.backup(tmp_path / "y.sqlite3")["bytes"] > 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["store", "y.sqlite3"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ipy-memory-backup-other.partial", "store", "y.sqlite3"]
+
+
+def test_two_backups_to_one_path_at_once_each_publish_a_whole_copy(mem, tmp_path, monkeypatch):
+    """Both used one '.NAME.partial' file, and the second deleted the first's finished copy as a killed
+    run's leftover: the first then published the second's empty file over the earlier backup."""
+    from ipy_memory import _backup
+    mem.remember("a fact both copies hold")
+    out = tmp_path / "nightly.sqlite3"
+    other = MemoryEngine(tmp_path / "store", project="proj")
+    chmod, nested = os.chmod, []
+
+    def chmod_then_the_other_kernels_backup(path, mode):
+        if not nested:
+            nested.append(None)
+            nested[0] = other.backup(out)           # runs whole while this one's copy waits to be published
+        chmod(path, mode)
+    monkeypatch.setattr(_backup.os, "chmod", chmod_then_the_other_kernels_backup)
+    first = mem.backup(out)
+    other.close()
+    assert nested[0]["bytes"] > 0 and first["bytes"] == out.stat().st_size > 0
+    assert _count(out) == 1 and not list(tmp_path.glob(".*partial"))
+
+
+def test_a_store_is_not_a_backup_even_closed(mem, tmp_path):
+    """A closed store's database has no -wal beside it, like a backup: only backup()'s mark tells them
+    apart, and a restored backup loses the mark once it is opened as a store."""
+    with MemoryEngine(tmp_path / "other", project="x") as other:
+        other.remember("the other store's only memory")
+    with pytest.raises(InvalidArgument, match="not a backup made by backup"):
+        mem.backup(tmp_path / "other" / "memory.sqlite3")
+    assert _count(tmp_path / "other" / "memory.sqlite3") == 1
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    mem.backup(restored / "memory.sqlite3")
+    mem.backup(restored / "memory.sqlite3")                # an earlier backup: replaced
+    MemoryEngine(restored, project="proj").close()         # restored: a store now
+    with pytest.raises(InvalidArgument, match="not a backup made by backup"):
+        mem.backup(restored / "memory.sqlite3")
+
+
+def test_backup_names_the_file_system_refuses(mem, tmp_path):
+    with pytest.raises(InvalidArgument, match="cannot be used"):
+        mem.backup(tmp_path / ("x" * 300 + ".sqlite3"))
+    long_ok = tmp_path / ("y" * 240 + ".sqlite3")          # its own '.NAME.partial' would have been too long
+    assert mem.backup(long_ok)["bytes"] == long_ok.stat().st_size
+
+
+def test_get_of_a_section_dream_set_aside(mem):
+    a = mem.remember(f"# A\nintro A\n{SHARED}").id
+    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    assert mem.dream()["removed_nodes"] == 1
+    assert mem.get(f"{b}#1").id == b                      # still B's section (forget takes the id too)
+    assert mem.forget(f"{b}#1")["removed_nodes"] == 1
+    with pytest.raises(NotFound):
+        mem.get(f"{b}#1")
+    assert mem.get(a).node_count == 2
 
 
 # ------------------------------------------------------------------------------ forget and exchanges
