@@ -16,6 +16,8 @@ requests answer 429, then 500, then normally; later requests use ``server.defaul
     slow         sleeps ``server.slow_seconds`` first (longer than the client's read timeout)
     slowish      sleeps ``server.slowish_seconds`` then answers (to observe concurrency)
     trickle      a correct answer sent one byte every ``server.trickle_seconds`` (each read is quick)
+    deep         a 200 whose body is JSON nested deeper than Python's recursion limit
+    400_deep     a 400 whose body is JSON nested deeper than Python's recursion limit
     drop         closes the connection without answering
     wrong_dim    vectors one element short
     nan / inf    a NaN / infinite value in the first vector
@@ -45,6 +47,7 @@ OPENAI_PATH = "/v1/embeddings"
 DASHSCOPE_PATH = "/compatible-mode/v1/embeddings"
 OLLAMA_PATH = "/api/embed"
 TRICKLE = "x-test-trickle-seconds"   # a header the handler consumes: send the body slowly
+DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
 class EmbedServer:
@@ -132,6 +135,8 @@ class EmbedServer:
             return 401, {}, _error_body(f"Incorrect API key provided: {mangled}", "invalid_api_key")
         if behaviour == "malformed":
             return 200, {}, b'{"data": [ {"embedding": [0.1, '
+        if behaviour in ("deep", "400_deep"):
+            return (400 if behaviour == "400_deep" else 200), {}, DEEP
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else list(texts or [])
         dim = body.get("dimensions") or self.dim

@@ -29,7 +29,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 import numpy as np
 
-from ..errors import EmbeddingError, InvalidArgument
+from ..errors import EmbeddingError, InvalidArgument, IpyMemoryError
 from .base import Embedder
 
 
@@ -176,6 +176,9 @@ class HttpEmbedder(Embedder):
     def name(self) -> str:
         return f"{self.provider}:{self.model}:{self.dim}"
 
+    def _failure_label(self) -> str:  # never probes: it names the embedder inside an error path
+        return f"{self.provider}:{self.model}:{self._dim or '?'}"
+
     def __repr__(self) -> str:  # must not probe the network, and never shows the key
         return (f"<{type(self).__name__} {self.provider}:{self.model} dim={self._dim or '?'} "
                 f"url={self.display_url}>")
@@ -230,6 +233,16 @@ class HttpEmbedder(Embedder):
             raise self._error(f"expected dimension {self._dim}, got {d}", 200)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        try:
+            return self._checked_batch(texts)
+        except IpyMemoryError:
+            raise
+        except Exception as exc:  # e.g. from a custom transport: its text may hold the key
+            failure = f"{type(exc).__name__}: {exc}"
+        # raised outside the except block, so the unscrubbed original is not chained to it
+        raise self._error(f"embedding failed: {failure}")
+
+    def _checked_batch(self, texts: list[str]) -> np.ndarray:
         body, status = self._post(self._payload(texts))
         rows = self._rows(body, len(texts), status)
         try:
@@ -292,7 +305,7 @@ class HttpEmbedder(Embedder):
                 if 200 <= status < 300:
                     try:
                         return response.json(), status
-                    except ValueError:
+                    except (ValueError, RecursionError):  # nested past the recursion limit
                         raise self._error(f"response is not valid JSON: {self._snippet(response)}", status) from None
                 problem = f"HTTP {status}: {self._detail(response)}"
                 if not _retryable(status):
@@ -347,7 +360,7 @@ class HttpEmbedder(Embedder):
             msg = err.get("message") if isinstance(err, dict) else err
             if isinstance(msg, str) and msg.strip():
                 return " ".join(self._key.scrub(msg).split())[:300]
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             pass
         return self._snippet(response) if response.content else "(empty body)"
 
