@@ -1,15 +1,20 @@
-"""HTTP embedders against a misbehaving real server on 127.0.0.1 (a second review): JSON nested past
-the recursion limit is an EmbeddingError, reached without a second request."""
+"""HTTP embedders against a misbehaving real server on 127.0.0.1 (a second review): the attempt's
+deadline covers headers and every read, and JSON nested past the recursion limit is an EmbeddingError, reached without a second request."""
 
 from __future__ import annotations
 
+import time
+
 import httpx
+import numpy as np
 import pytest
 
 from embed_server import EmbedServer
 from ipy_memory.embeddings.remote import OllamaEmbedder, OpenAIEmbedder
 from ipy_memory.errors import EmbeddingError
-from test_embeddings_remote import KEY, assert_not_in_chain, clean_env  # noqa: F401 - fixture
+from test_embeddings_remote import KEY, assert_not_in_chain, clean_env, expected  # noqa: F401 - fixture
+
+SLACK = 0.35   # what an attempt may take beyond its timeout on a loaded 2-core machine
 
 
 @pytest.fixture
@@ -25,7 +30,52 @@ def openai(server, **kw):
     return OpenAIEmbedder(base_url=server.url + "/v1", sleep=lambda s: None, **kw)
 
 
-# -- JSON nested past the recursion limit, and failures that are not ours -------------------------
+def timed_failure(emb, texts):
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError) as err:
+        emb.embed(texts)
+    return time.monotonic() - started, err.value
+
+
+# -- 1. the deadline covers the whole attempt --------------------------------------------------------
+
+def test_headers_just_before_the_deadline_then_a_stall_end_at_the_deadline(server):
+    server.stall_delay, server.stall_seconds = 0.9, 3.0
+    server.script("stall")
+    elapsed, err = timed_failure(openai(server, dim=8, timeout=1.0), ["x"])
+    assert elapsed < 1.0 + SLACK, f"one attempt took {elapsed:.2f} s with timeout=1"
+    assert "timeout=1 s" in str(err)
+    assert_not_in_chain(err, KEY)
+
+
+def test_headers_trickled_byte_by_byte_end_at_the_deadline(server):
+    server.trickle_seconds = 0.02          # ~200 bytes of head: ~4 s, every read quick
+    server.script("trickle_head")
+    elapsed, err = timed_failure(openai(server, dim=8, timeout=0.6), ["x"])
+    assert elapsed < 0.6 + SLACK, f"one attempt took {elapsed:.2f} s with timeout=0.6"
+    assert "timed out" in str(err) and "timeout=0.6 s" in str(err)
+
+
+def test_the_deadline_holds_on_a_reused_connection_and_for_every_attempt(server):
+    emb = openai(server, dim=8, timeout=0.8, max_attempts=2)
+    emb.embed(["warm the pool"])           # the next request reuses this keep-alive connection
+    server.stall_delay, server.stall_seconds = 0.7, 3.0
+    server.script("stall", "stall")
+    elapsed, err = timed_failure(emb, ["x"])
+    assert elapsed < 2 * 0.8 + SLACK, f"two attempts took {elapsed:.2f} s with timeout=0.8"
+    assert "gave up after 2 attempt(s)" in str(err)
+
+
+def test_an_answer_within_the_deadline_is_still_used(server):
+    server.stall_delay, server.stall_seconds = 0.1, 0.1
+    server.script("stall", "trickle_head")
+    server.trickle_seconds = 0.001
+    emb = openai(server, timeout=5.0)
+    np.testing.assert_allclose(emb.embed(["x"]), expected(server, ["x"]), atol=1e-6)
+    np.testing.assert_allclose(emb.embed(["y"]), expected(server, ["y"]), atol=1e-6)
+
+
+# -- 3. JSON nested past the recursion limit, and failures that are not ours -------------------------
 
 @pytest.mark.parametrize("provider", ["openai", "ollama"])
 def test_deeply_nested_json_is_an_embedding_error_after_one_request(server, provider):
@@ -71,3 +121,7 @@ def test_the_generic_wrapper_names_an_http_embedder_without_probing(server, monk
     with pytest.raises(EmbeddingError, match=r"openai:test-embed:\?: embedding failed: RuntimeError"):
         emb.embed(["x"])
     assert server.requests == []
+
+
+def test_the_default_client_is_bound_to_the_deadline(server):
+    assert openai(server)._deadline_bound   # fails loudly if an httpx upgrade moves the pool's backend

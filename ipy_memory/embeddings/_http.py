@@ -4,8 +4,8 @@ One ``httpx.Client`` per embedder; texts are cut into batches that a small threa
 concurrently; transient failures (connect errors, timeouts, 429, 5xx) are retried a bounded number
 of times with exponential backoff and jitter, honouring ``Retry-After``; every response is checked
 (well-formed JSON, one finite vector per input, the expected dimension) before it is used.
-``timeout`` bounds each attempt as a whole: httpx's own timeouts are per read, so a server that
-trickles its answer would otherwise hold a request open indefinitely.
+``timeout`` bounds each attempt as a whole, headers included (see _limits.py: httpx's own timeouts
+are per read, so a server that trickles or stalls would otherwise hold a request open far longer).
 
 Only the configured endpoint is contacted, and nothing else is sent. The API key must be printable
 ASCII without spaces (it goes into a header); it is held in a `_Secret` whose repr is masked, and it is
@@ -30,6 +30,7 @@ import httpx
 import numpy as np
 
 from ..errors import EmbeddingError, InvalidArgument, IpyMemoryError
+from ._limits import attempt_deadline, bind_deadline
 from .base import Embedder
 
 
@@ -160,6 +161,7 @@ class HttpEmbedder(Embedder):
         self._client = httpx.Client(
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
             headers=headers, transport=transport, follow_redirects=False)
+        self._deadline_bound = bind_deadline(self._client)   # False only for a custom transport
         self._dim_lock = threading.Lock()
 
     # -- identity ---------------------------------------------------------------------------------
@@ -316,14 +318,15 @@ class HttpEmbedder(Embedder):
         raise self._error(f"gave up after {self.max_attempts} attempt(s); last: {problem}")
 
     def _post_once(self, payload: dict) -> httpx.Response:
-        """One attempt, whose whole answer must arrive by ``timeout`` seconds after it starts."""
+        """One attempt, whose whole answer (headers included) must arrive by ``timeout`` seconds
+        after it starts."""
         deadline = time.monotonic() + self.timeout
-        with self._client.stream("POST", self.url, json=payload) as streamed:
+        with attempt_deadline(deadline), self._client.stream("POST", self.url, json=payload) as streamed:
             if streamed.is_stream_consumed:  # a transport that answered in full (httpx.MockTransport)
                 return streamed
             raw = bytearray()
             for chunk in streamed.iter_raw():
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline:   # for transports the deadline backend does not reach
                     break
                 raw += chunk
             if time.monotonic() > deadline:  # leaving the block closes the connection mid-answer
