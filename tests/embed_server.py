@@ -19,6 +19,9 @@ requests answer 429, then 500, then normally; later requests use ``server.defaul
     trickle_head the status line and headers sent one byte every ``server.trickle_seconds``
     stall        headers after ``server.stall_delay`` seconds, one byte of the body, then a pause of
                  ``server.stall_seconds`` (every read but the last is quick)
+    gzip / deflate  a correct answer, compressed (Content-Encoding)
+    gzip_bomb    gzip of valid JSON padded with ``server.bomb_mb`` MB of spaces (small on the wire)
+    huge         a correct answer padded with ``server.bomb_mb`` MB of spaces, without Content-Length
     deep         a 200 whose body is JSON nested deeper than Python's recursion limit
     400_deep     a 400 whose body is JSON nested deeper than Python's recursion limit
     drop         closes the connection without answering
@@ -41,6 +44,7 @@ import json
 import threading
 import time
 import urllib.parse
+import zlib
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,6 +56,7 @@ OLLAMA_PATH = "/api/embed"
 TRICKLE = "x-test-trickle-seconds"   # a header the handler consumes: send the body slowly
 TRICKLE_HEAD = "x-test-trickle-head"  # ... send the status line and headers slowly
 STALL = "x-test-stall"                # ... "delay,pause": late headers, then a pause inside the body
+NO_LENGTH = "x-test-no-length"        # ... no Content-Length: the body ends when the connection closes
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
@@ -65,6 +70,7 @@ class EmbedServer:
         self.trickle_seconds = 0.1
         self.stall_delay = 0.0
         self.stall_seconds = 3.0
+        self.bomb_mb = 64
         self.requests: list[dict] = []    # one {"path", "headers", "json"} per request received
         self.in_flight = 0
         self.max_in_flight = 0
@@ -181,7 +187,21 @@ class EmbedServer:
             headers = {TRICKLE_HEAD: str(self.trickle_seconds)}
         elif behaviour == "stall":
             headers = {STALL: f"{self.stall_delay},{self.stall_seconds}"}
+        elif behaviour in ("gzip", "deflate"):
+            headers = {"Content-Encoding": behaviour}
+            payload = _compress(behaviour, [payload])
+        elif behaviour == "gzip_bomb":
+            headers = {"Content-Encoding": "gzip"}
+            payload = _compress("gzip", [payload[:-1]] + [b" " * (1 << 20)] * self.bomb_mb + [b"}"])
+        elif behaviour == "huge":
+            headers = {NO_LENGTH: "1"}
+            payload = payload[:-1] + b" " * (self.bomb_mb << 20) + b"}"
         return 200, headers, payload
+
+
+def _compress(encoding: str, parts: list[bytes]) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31 if encoding == "gzip" else 15)
+    return b"".join(packer.compress(p) for p in parts) + packer.flush()
 
 
 def _error_body(message: str, code: str) -> bytes:
@@ -231,7 +251,10 @@ def _handler_for(server: EmbedServer):
                 time.sleep(delay)
                 self.send_response(status)
                 headers.setdefault("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
+                if headers.pop(NO_LENGTH, None):
+                    self.close_connection = True
+                else:
+                    self.send_header("Content-Length", str(len(payload)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()

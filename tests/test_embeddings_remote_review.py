@@ -1,9 +1,11 @@
 """HTTP embedders against a misbehaving real server on 127.0.0.1 (a second review): the attempt's
-deadline covers headers and every read, and JSON nested past the recursion limit is an EmbeddingError, reached without a second request."""
+deadline covers headers and every read, responses are capped in size (also once decompressed), and
+JSON nested past the recursion limit is an EmbeddingError, reached without a second request."""
 
 from __future__ import annotations
 
 import time
+import tracemalloc
 
 import httpx
 import numpy as np
@@ -73,6 +75,68 @@ def test_an_answer_within_the_deadline_is_still_used(server):
     emb = openai(server, timeout=5.0)
     np.testing.assert_allclose(emb.embed(["x"]), expected(server, ["x"]), atol=1e-6)
     np.testing.assert_allclose(emb.embed(["y"]), expected(server, ["y"]), atol=1e-6)
+
+
+# -- 2. responses are capped in size -----------------------------------------------------------------
+
+def test_a_gzip_bomb_is_refused_before_it_is_inflated(server):
+    server.bomb_mb = 64                    # ~64 KB on the wire
+    server.script("gzip_bomb")
+    emb = openai(server, dim=8)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EmbeddingError, match=r"response is larger than") as err:
+            emb.embed(["x"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MB allocated for a response capped far lower"
+    assert_not_in_chain(err.value, KEY)
+
+
+def test_a_huge_plain_body_without_length_is_refused_while_read(server):
+    server.bomb_mb = 6
+    server.script("huge")
+    with pytest.raises(EmbeddingError, match=r"response is larger than"):
+        openai(server, dim=8).embed(["x"])
+
+
+def test_the_size_cap_grows_with_the_batch_and_the_dimension(server):
+    server.bomb_mb = 3                     # a 3 MB answer: too big for 1 short vector, fine for 64 long ones
+    server.script("huge", "huge")
+    with pytest.raises(EmbeddingError, match=r"response is larger than"):
+        openai(server, dim=8).embed(["x"])
+    emb = openai(server, dimensions=1024)
+    texts = [f"text {i}" for i in range(64)]
+    np.testing.assert_allclose(emb.embed(texts), expected(server, texts, 1024), atol=1e-6)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_compressed_answers_are_decoded(server, encoding):
+    server.script(encoding)
+    texts = ["a", "b", "c"]
+    np.testing.assert_allclose(openai(server).embed(texts), expected(server, texts), atol=1e-6)
+    assert "gzip" in server.requests[0]["headers"]["accept-encoding"]
+
+
+def test_an_unknown_content_encoding_is_an_embedding_error():
+    def answer(request):
+        return httpx.Response(200, headers={"Content-Encoding": "br"}, content=b"\x1b\x00\x00")
+    emb = OpenAIEmbedder("m", base_url="http://127.0.0.1:9/v1", dim=2, max_attempts=1,
+                         transport=_StreamingTransport(answer))
+    with pytest.raises(EmbeddingError, match="Content-Encoding"):
+        emb.embed(["x"])
+
+
+class _StreamingTransport(httpx.BaseTransport):
+    """Answers like a network transport: the body is a stream still to be read."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def handle_request(self, request):
+        r = self.answer(request)
+        return httpx.Response(r.status_code, headers=r.headers, stream=httpx.ByteStream(r.content))
 
 
 # -- 3. JSON nested past the recursion limit, and failures that are not ours -------------------------
