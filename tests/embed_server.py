@@ -16,6 +16,14 @@ requests answer 429, then 500, then normally; later requests use ``server.defaul
     slow         sleeps ``server.slow_seconds`` first (longer than the client's read timeout)
     slowish      sleeps ``server.slowish_seconds`` then answers (to observe concurrency)
     trickle      a correct answer sent one byte every ``server.trickle_seconds`` (each read is quick)
+    trickle_head the status line and headers sent one byte every ``server.trickle_seconds``
+    stall        headers after ``server.stall_delay`` seconds, one byte of the body, then a pause of
+                 ``server.stall_seconds`` (every read but the last is quick)
+    gzip / deflate  a correct answer, compressed (Content-Encoding)
+    gzip_bomb    gzip of valid JSON padded with ``server.bomb_mb`` MB of spaces (small on the wire)
+    huge         a correct answer padded with ``server.bomb_mb`` MB of spaces, without Content-Length
+    deep         a 200 whose body is JSON nested deeper than Python's recursion limit
+    400_deep     a 400 whose body is JSON nested deeper than Python's recursion limit
     drop         closes the connection without answering
     wrong_dim    vectors one element short
     nan / inf    a NaN / infinite value in the first vector
@@ -36,6 +44,7 @@ import json
 import threading
 import time
 import urllib.parse
+import zlib
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -45,6 +54,10 @@ OPENAI_PATH = "/v1/embeddings"
 DASHSCOPE_PATH = "/compatible-mode/v1/embeddings"
 OLLAMA_PATH = "/api/embed"
 TRICKLE = "x-test-trickle-seconds"   # a header the handler consumes: send the body slowly
+TRICKLE_HEAD = "x-test-trickle-head"  # ... send the status line and headers slowly
+STALL = "x-test-stall"                # ... "delay,pause": late headers, then a pause inside the body
+NO_LENGTH = "x-test-no-length"        # ... no Content-Length: the body ends when the connection closes
+DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
 class EmbedServer:
@@ -55,6 +68,9 @@ class EmbedServer:
         self.slow_seconds = 1.0
         self.slowish_seconds = 0.15
         self.trickle_seconds = 0.1
+        self.stall_delay = 0.0
+        self.stall_seconds = 3.0
+        self.bomb_mb = 64
         self.requests: list[dict] = []    # one {"path", "headers", "json"} per request received
         self.in_flight = 0
         self.max_in_flight = 0
@@ -132,6 +148,8 @@ class EmbedServer:
             return 401, {}, _error_body(f"Incorrect API key provided: {mangled}", "invalid_api_key")
         if behaviour == "malformed":
             return 200, {}, b'{"data": [ {"embedding": [0.1, '
+        if behaviour in ("deep", "400_deep"):
+            return (400 if behaviour == "400_deep" else 200), {}, DEEP
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else list(texts or [])
         dim = body.get("dimensions") or self.dim
@@ -163,8 +181,27 @@ class EmbedServer:
                      "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
             if path == DASHSCOPE_PATH:
                 reply["id"] = "req-" + hashlib.md5(json.dumps(texts).encode()).hexdigest()[:12]
+        payload = json.dumps(reply).encode()  # json allows NaN/Infinity literals, as some servers send
         headers = {TRICKLE: str(self.trickle_seconds)} if behaviour == "trickle" else {}
-        return 200, headers, json.dumps(reply).encode()  # json allows NaN/Infinity literals, as some servers send
+        if behaviour == "trickle_head":
+            headers = {TRICKLE_HEAD: str(self.trickle_seconds)}
+        elif behaviour == "stall":
+            headers = {STALL: f"{self.stall_delay},{self.stall_seconds}"}
+        elif behaviour in ("gzip", "deflate"):
+            headers = {"Content-Encoding": behaviour}
+            payload = _compress(behaviour, [payload])
+        elif behaviour == "gzip_bomb":
+            headers = {"Content-Encoding": "gzip"}
+            payload = _compress("gzip", [payload[:-1]] + [b" " * (1 << 20)] * self.bomb_mb + [b"}"])
+        elif behaviour == "huge":
+            headers = {NO_LENGTH: "1"}
+            payload = payload[:-1] + b" " * (self.bomb_mb << 20) + b"}"
+        return 200, headers, payload
+
+
+def _compress(encoding: str, parts: list[bytes]) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31 if encoding == "gzip" else 15)
+    return b"".join(packer.compress(p) for p in parts) + packer.flush()
 
 
 def _error_body(message: str, code: str) -> bytes:
@@ -200,13 +237,32 @@ def _handler_for(server: EmbedServer):
         def _send(self, status: int, headers: dict, payload: bytes):
             headers = dict(headers)
             trickle = float(headers.pop(TRICKLE, 0))
+            trickle_head = float(headers.pop(TRICKLE_HEAD, 0))
+            delay, pause = (float(x) for x in headers.pop(STALL, "0,0").split(","))
             try:
+                if trickle_head:   # a whole answer, its head one byte at a time
+                    head = (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                            f"Content-Length: {len(payload)}\r\nX-Padding: {'x' * 100}\r\n\r\n").encode()
+                    for i in range(len(head)):
+                        self.wfile.write(head[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(trickle_head)
+                    return self.wfile.write(payload)
+                time.sleep(delay)
                 self.send_response(status)
                 headers.setdefault("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
+                if headers.pop(NO_LENGTH, None):
+                    self.close_connection = True
+                else:
+                    self.send_header("Content-Length", str(len(payload)))
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
+                if pause:
+                    self.wfile.write(payload[:1])
+                    self.wfile.flush()
+                    time.sleep(pause)
+                    return self.wfile.write(payload[1:])
                 if not trickle:
                     return self.wfile.write(payload)
                 for i in range(len(payload)):   # each byte soon enough for a per-read timeout

@@ -4,8 +4,9 @@ One ``httpx.Client`` per embedder; texts are cut into batches that a small threa
 concurrently; transient failures (connect errors, timeouts, 429, 5xx) are retried a bounded number
 of times with exponential backoff and jitter, honouring ``Retry-After``; every response is checked
 (well-formed JSON, one finite vector per input, the expected dimension) before it is used.
-``timeout`` bounds each attempt as a whole: httpx's own timeouts are per read, so a server that
-trickles its answer would otherwise hold a request open indefinitely.
+``timeout`` bounds each attempt as a whole, headers included (see _limits.py: httpx's own timeouts
+are per read, so a server that trickles or stalls would otherwise hold a request open far longer), and
+a response may be at most as large as its batch can need, also once decompressed.
 
 Only the configured endpoint is contacted, and nothing else is sent. The API key must be printable
 ASCII without spaces (it goes into a header); it is held in a `_Secret` whose repr is masked, and it is
@@ -29,8 +30,17 @@ from urllib.parse import quote, quote_plus
 import httpx
 import numpy as np
 
-from ..errors import EmbeddingError, InvalidArgument
+from ..errors import EmbeddingError, InvalidArgument, IpyMemoryError
+from ._limits import ACCEPT_ENCODING, BodyRefused, attempt_deadline, bind_deadline, read_body
 from .base import Embedder
+
+# A response's size cap: JSON numbers take ~20 bytes, 32 leaves room for spacing; the slack covers
+# the envelope (usage, ids) and error bodies. No batch may need more than the absolute cap.
+_JSON_BYTES_PER_FLOAT = 32
+_BYTES_PER_TEXT = 2048
+_SLACK_BYTES = 2 << 20
+_MAX_RESPONSE_BYTES = 256 << 20
+_DIM_IF_UNKNOWN = 16384   # above any common embedding model's, until the first answer tells
 
 
 class _Secret:
@@ -154,12 +164,13 @@ class HttpEmbedder(Embedder):
         self._sleep = sleep
         self.timeout = check_positive_float(owner, "timeout", timeout)
         self.connect_timeout = check_positive_float(owner, "connect_timeout", connect_timeout)
-        headers = {"Accept": "application/json", "User-Agent": "ipy-memory"}
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING, "User-Agent": "ipy-memory"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key.value}"
         self._client = httpx.Client(
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
             headers=headers, transport=transport, follow_redirects=False)
+        self._deadline_bound = bind_deadline(self._client)   # False only for a custom transport
         self._dim_lock = threading.Lock()
 
     # -- identity ---------------------------------------------------------------------------------
@@ -175,6 +186,9 @@ class HttpEmbedder(Embedder):
     @property
     def name(self) -> str:
         return f"{self.provider}:{self.model}:{self.dim}"
+
+    def _failure_label(self) -> str:  # never probes: it names the embedder inside an error path
+        return f"{self.provider}:{self.model}:{self._dim or '?'}"
 
     def __repr__(self) -> str:  # must not probe the network, and never shows the key
         return (f"<{type(self).__name__} {self.provider}:{self.model} dim={self._dim or '?'} "
@@ -230,7 +244,17 @@ class HttpEmbedder(Embedder):
             raise self._error(f"expected dimension {self._dim}, got {d}", 200)
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        body, status = self._post(self._payload(texts))
+        try:
+            return self._checked_batch(texts)
+        except IpyMemoryError:
+            raise
+        except Exception as exc:  # e.g. from a custom transport: its text may hold the key
+            failure = f"{type(exc).__name__}: {exc}"
+        # raised outside the except block, so the unscrubbed original is not chained to it
+        raise self._error(f"embedding failed: {failure}")
+
+    def _checked_batch(self, texts: list[str]) -> np.ndarray:
+        body, status = self._post(self._payload(texts), self._response_cap(len(texts)))
         rows = self._rows(body, len(texts), status)
         try:
             arr = np.asarray(rows)
@@ -272,13 +296,20 @@ class HttpEmbedder(Embedder):
                                   f"got {base_url!r}")
         return str(url), str(url.copy_with(userinfo=b"", query=None))  # no credentials in messages
 
-    def _post(self, payload: dict) -> tuple[Any, int]:
-        """POST ``payload`` as JSON; return (decoded body, status), retrying transient failures."""
+    def _response_cap(self, n_texts: int) -> int:
+        per_text = (self._dim or _DIM_IF_UNKNOWN) * _JSON_BYTES_PER_FLOAT + _BYTES_PER_TEXT
+        return min(_MAX_RESPONSE_BYTES, _SLACK_BYTES + n_texts * per_text)
+
+    def _post(self, payload: dict, cap: int) -> tuple[Any, int]:
+        """POST ``payload`` as JSON; return (decoded body, status), retrying transient failures.
+        A body over ``cap`` bytes is refused, not retried (the same server would send it again)."""
         problem = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             retry_after = None
             try:
-                response = self._post_once(payload)
+                response = self._post_once(payload, cap)
+            except BodyRefused as exc:
+                raise self._error(str(exc)) from None
             except httpx.ConnectTimeout:
                 problem = f"timed out connecting (connect_timeout={self.connect_timeout:g} s)"
             except httpx.TimeoutException:
@@ -292,7 +323,7 @@ class HttpEmbedder(Embedder):
                 if 200 <= status < 300:
                     try:
                         return response.json(), status
-                    except ValueError:
+                    except (ValueError, RecursionError):  # nested past the recursion limit
                         raise self._error(f"response is not valid JSON: {self._snippet(response)}", status) from None
                 problem = f"HTTP {status}: {self._detail(response)}"
                 if not _retryable(status):
@@ -302,22 +333,15 @@ class HttpEmbedder(Embedder):
                 self._sleep(self._delay(attempt, retry_after))
         raise self._error(f"gave up after {self.max_attempts} attempt(s); last: {problem}")
 
-    def _post_once(self, payload: dict) -> httpx.Response:
-        """One attempt, whose whole answer must arrive by ``timeout`` seconds after it starts."""
+    def _post_once(self, payload: dict, cap: int) -> httpx.Response:
+        """One attempt, whose whole answer (headers included) must arrive by ``timeout`` seconds
+        after it starts, and whose body may be at most ``cap`` bytes, on the wire and decoded."""
         deadline = time.monotonic() + self.timeout
-        with self._client.stream("POST", self.url, json=payload) as streamed:
-            if streamed.is_stream_consumed:  # a transport that answered in full (httpx.MockTransport)
-                return streamed
-            raw = bytearray()
-            for chunk in streamed.iter_raw():
-                if time.monotonic() > deadline:
-                    break
-                raw += chunk
-            if time.monotonic() > deadline:  # leaving the block closes the connection mid-answer
-                raise httpx.ReadTimeout("no complete answer by the deadline", request=streamed.request)
-            # rebuilt from the raw bytes, so httpx still decodes any Content-Encoding
-            return httpx.Response(streamed.status_code, headers=streamed.headers, content=bytes(raw),
-                                  request=streamed.request)
+        with attempt_deadline(deadline), self._client.stream("POST", self.url, json=payload) as streamed:
+            body = read_body(streamed, cap, deadline)   # leaving the block early closes the connection
+            headers = [(k, v) for k, v in streamed.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx.Response(streamed.status_code, headers=headers, content=body, request=streamed.request)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:  # the server said when: do as told, within our cap
@@ -347,7 +371,7 @@ class HttpEmbedder(Embedder):
             msg = err.get("message") if isinstance(err, dict) else err
             if isinstance(msg, str) and msg.strip():
                 return " ".join(self._key.scrub(msg).split())[:300]
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             pass
         return self._snippet(response) if response.content else "(empty body)"
 

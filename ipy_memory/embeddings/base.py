@@ -36,8 +36,13 @@ class Embedder:
         except IpyMemoryError:
             raise
         except Exception as exc:     # a custom embedder's own failure: still one of our documented errors
-            raise EmbeddingError(f"{self.name}: embedding failed: {type(exc).__name__}: {exc}") from exc
+            raise EmbeddingError(f"{self._failure_label()}: embedding failed: {type(exc).__name__}: {exc}") from exc
         return self._validated(vecs, len(texts))
+
+    def _failure_label(self) -> str:
+        """The embedder's name in an error about a failed call. An override must not do I/O (an
+        HTTP embedder's ``name`` may have to ask its server for the dimension)."""
+        return self.name
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]

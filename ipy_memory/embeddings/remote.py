@@ -133,7 +133,7 @@ class OllamaEmbedder(HttpEmbedder):
     """A local Ollama server's ``POST {base_url}/api/embed`` (``ollama pull <model>`` first).
 
     ``dim`` states the dimension to expect; without it the first response (or a probe) tells.
-    The first call can be slow while Ollama loads the model, hence the generous read timeout.
+    The first call can be slow while Ollama loads the model, hence the generous ``timeout``.
     """
 
     provider = "ollama"
