@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _validate as v
 from ._markdown import default_title, parse
-from ._text import content_hash
+from ._text import content_hash, exchange_content
 from .config import Settings
 from .errors import InvalidArgument
 from .redact import redact
@@ -181,7 +181,7 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
     scope, project, importance, ttl, metadata, _ = _common(scope, project, importance, ttl, metadata)
     r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
     session_id, metadata = r.text(session_id), r.meta(metadata)
-    nodes, lines = [], []
+    nodes, turns = [], []
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
@@ -196,12 +196,12 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
                                   title=speaker, body=text, stored_body=text,
                                   metadata_json=json.dumps(node_meta, ensure_ascii=False) if node_meta else None,
                                   hash=content_hash(speaker + "\n" + text)))
-        lines.append(f"{speaker}: {text}")
+        turns.append((speaker, text))
     if not nodes:
         raise InvalidArgument("the exchange has no non-trivial text messages to remember")
-    content = "\n\n".join(lines)
+    content, digest = exchange_content(session_id, turns)
     if len(content) > settings.max_content_chars:
         raise InvalidArgument(f"the exchange has {len(content):,} characters; the limit is {settings.max_content_chars:,}")
     return Prepared(content=content, title=session_id, scope=scope, project=project, importance=importance, ttl=ttl,
                     force=True, replace=None, metadata=metadata, kind="exchange", nodes=nodes,
-                    hash=content_hash(session_id + "\n" + content), redactions=r.count)
+                    hash=digest, redactions=r.count)

@@ -262,27 +262,31 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
     return out
 
 
-def bm25(s: Settings, lists: dict, n: int, gone: np.ndarray, nrm, size: int,
+def term_scales(s: Settings, lists: dict, n: int, gone: np.ndarray) -> list[float]:
+    """Each term's idf over `n` live documents (the `gone` slots not counted), times k1 + 1."""
+    return [idf(n, live_df(slots, gone)) * (s.bm25_k1 + 1) for slots, *_ in lists.values()]
+
+
+def bm25(s: Settings, lists: dict, scales: list[float], nrm, size: int,
          out: np.ndarray | None = None) -> np.ndarray:
-    """BM25 per slot over `n` live documents (the `gone` slots not counted); `nrm` is (norm per
-    length, length per slot), or one norm for all. Shared terms score as if the node had the average
-    length (norm k1). `out`: zeros to add to (size + 1)."""
-    k1, flat = s.bm25_k1, _flat(s)
+    """BM25 per slot, given the terms' `term_scales`; `nrm` is (norm per length, length per slot), or
+    one norm for all. Shared terms score as if the node had the average length (norm k1). `out`:
+    zeros to add to (size + 1)."""
+    flat = _flat(s)
     out = np.zeros(size + 1, np.float32) if out is None else out
     norm, lens = nrm if isinstance(nrm, tuple) else (None, None)
-    for slots, tf, *shared in lists.values():
+    for (slots, tf, *shared), scale in zip(lists.values(), scales):
         _kernels.bm25_add(out, slots, tf, norm, lens, shared[0] if shared else None,
-                          flat if norm is not None else nrm, idf(n, live_df(slots, gone)) * (k1 + 1))
+                          flat if norm is not None else nrm, scale)
     return out
 
 
-def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
+def context_columns(shard, st: Structure, lists: dict, scales: list[float], score: np.ndarray) -> None:
     """Add BM25 of each node's neighbours' text as extra columns (text at distance d, both sides):
     per distance, `around` holds each slot's two neighbours there and their context lengths. A
     neighbour is in its node's document, so the node shares its `shared` mark."""
-    sides, flat, gone = 2 * len(st.weights), _flat(shard.s), shard.gone()[0]
-    for slots, tf, shared in lists.values():
-        scale = idf(shard.n_alive, live_df(slots, gone)) * (shard.s.bm25_k1 + 1)
+    sides, flat = 2 * len(st.weights), _flat(shard.s)
+    for (slots, tf, shared), scale in zip(lists.values(), scales):
         for i, w in enumerate(st.weights):
             _kernels.context_add(score, st.tfc, st.around, slots, tf, st.dead, shared, flat,
                                  (2 * i, 2 * i + 1, sides + 2 * i, sides + 2 * i + 1), st.ctx_norm[i], w * scale)
@@ -291,14 +295,15 @@ def context_columns(shard, st: Structure, lists: dict, score: np.ndarray) -> Non
 def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
     s, size = shard.s, shard.keys.size
     lists = node_postings(shard, st, qterms)
-    own = bm25(s, lists, shard.n_alive, shard.gone()[0], (st.norm, st.lens), size)
+    scales = term_scales(s, lists, shard.n_alive, shard.gone()[0])    # (for own and context columns)
+    own = bm25(s, lists, scales, (st.norm, st.lens), size)
     own[st.dead_slots] = 0             # forgotten or expired nodes lend no context either
     # the columns mode reads `own` only before adding to the scores (1M memories: a 6 MB copy saved)
     score = own if s.context_mode == "columns" else own.copy()
     if s.reply_weight and lists:       # the answer to a question rarely repeats its words
         _kernels.reply_add(score, own, st.asking, st.answering, s.reply_weight)
     if s.context_mode == "columns":
-        context_columns(shard, st, lists, score)
+        context_columns(shard, st, lists, scales, score)
     else:
         for i, w in enumerate(st.weights):
             score[:size] += w * (own[st.around[:size, 2 * i]] + own[st.around[:size, 2 * i + 1]])
@@ -312,7 +317,8 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
         named = _union([x[0] for x in titles.values()])
         # into the context scratch, zero again after (a fresh array per query: 1M memories, 6 MB)
         try:
-            tscore = bm25(s, titles, shard.n_alive, shard.gone()[0], s.bm25_k1, size, st.tfc)[named]  # length 1
+            tscore = bm25(s, titles, term_scales(s, titles, shard.n_alive, shard.gone()[0]), s.bm25_k1, size,
+                          st.tfc)[named]  # length 1
         finally:
             st.tfc[named] = 0
         score[named] += s.title_match_weight * tscore
@@ -328,7 +334,8 @@ def _roll_up(shard, st: Structure, lists: dict, score: np.ndarray) -> None:
         if len(docs) > 1 and not (docs[1:] > docs[:-1]).all():   # sections added to a document later
             docs, at = np.unique(docs, return_inverse=True)      # hold a posting each: one tf per document
             lists[h] = (docs, np.bincount(at, tf).astype(np.float32))
-    dscore = bm25(shard.s, lists, shard.n_docs, shard.gone()[1], (st.doc_norm, st.doc_lens), nd)
+    scales = term_scales(shard.s, lists, shard.n_docs, shard.gone()[1])
+    dscore = bm25(shard.s, lists, scales, (st.doc_norm, st.doc_lens), nd)
     if st.doc_first is None:
         dscore[:nd] *= shard.doc_multi.view
         score[: shard.keys.size] += w * dscore[shard.doc.view]

@@ -310,18 +310,14 @@ def without_settings(config: dict, sections: list[str], names: list[str]) -> dic
 def ids_to_forget(engine, ids: list[str]) -> list[str]:
     """The ids %forget deletes, each checked first (its form, and that it exists) so that a bad one stops
     the command before anything is deleted. Repeats, and sections of a memory forgotten whole, are dropped."""
-    canonical = []
+    parsed: dict[str, tuple[str, int | None]] = {}
     for id_ in ids:
         TOOLS["memory_forget"].validate({"id": id_})        # the tool's check and message
         doc, ord_ = v.memory_id(id_)
-        canonical.append(doc if ord_ is None else f"{doc}#{ord_}")    # ('#01' is '#1': one section, once)
-    ids = list(dict.fromkeys(canonical))
-    for id_ in ids:
-        doc, ord_ = v.memory_id(id_)
-        if ord_ is None:    # what forget() finds: the document even when expired (until purged)
-            if not engine.store.query("SELECT 1 FROM documents WHERE id = ?", (doc,)):
-                raise NotFound(f"no memory {id_!r} (never stored, forgotten, or expired and purged)")
-        elif not engine.store.query("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc, ord_)):
-            raise NotFound(f"no memory section {id_!r}")
-    whole = {id_ for id_ in ids if "#" not in id_}
-    return [id_ for id_ in ids if "#" not in id_ or id_.split("#")[0] not in whole]
+        parsed.setdefault(doc if ord_ is None else f"{doc}#{ord_}", (doc, ord_))   # ('#01' is '#1': once)
+    for id_, (doc, ord_) in parsed.items():
+        if not engine._forgettable(doc, ord_):
+            raise NotFound(f"no memory {id_!r} (never stored, forgotten, or expired and purged)" if ord_ is None
+                           else f"no memory section {id_!r}")
+    whole = {doc for doc, ord_ in parsed.values() if ord_ is None}
+    return [id_ for id_, (doc, ord_) in parsed.items() if ord_ is None or doc not in whole]

@@ -102,7 +102,8 @@ class Postings:
                 raise _npz.DamagedSnapshot(f"{self.checks.path}: postings fail their CRC check")
         merged = _merge([(np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)] + self.runs)
         if dead is not None and dead.any():
-            merged = tuple(a[~dead[merged[1]]] for a in merged)
+            keep = ~dead[merged[1]]
+            merged = tuple(a[keep] for a in merged)
         h = merged[0]
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)

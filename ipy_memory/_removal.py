@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from . import _dreamed, _validate as v
 from ._locking import locked
-from ._text import content_hash
+from ._text import content_hash, exchange_content
 from .errors import NotFound
 
 _NODES_OF = "SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id WHERE "
@@ -18,6 +20,15 @@ class RemovalMixin:
     """forget() and purge_expired() of MemoryEngine: rows leave SQLite and a change-log entry per section
     tells every index (this process's at once, other kernels' at their next sync). Sections dream()
     set aside as duplicates of a section that goes return to the indexes (see _dreamed)."""
+
+    def _forgettable(self, doc_id: str, ord_: int | None) -> bool:
+        """Whether forget() finds it: the memory (even expired, until purged), or its section ord_, indexed
+        or set aside by dream()."""
+        with self.store.read() as db:
+            if ord_ is None:
+                return db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone() is not None
+            return (db.execute("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc_id, ord_)).fetchone()
+                    is not None or _dreamed.has_section(db, doc_id, ord_))
 
     @locked
     def forget(self, id: str) -> dict:
@@ -62,9 +73,7 @@ class RemovalMixin:
         parts = sorted(rows + aside)
         kind, title = db.execute("SELECT kind, title FROM documents WHERE id = ?", (doc_id,)).fetchone()
         if kind == "exchange":
-            # laid out as _ingest.prepare_exchange does: "speaker: text" turns, hashed with the session id
-            content = "\n\n".join(f"{speaker}: {body}" for _, _, speaker, body in parts)
-            digest = content_hash(title + "\n" + content)
+            content, digest = exchange_content(title, [(speaker, body) for _, _, speaker, body in parts])
         else:
             content = "\n\n".join((("#" * depth + " " + heading + "\n\n") if depth else "") + body
                                   for _, depth, heading, body in parts)
@@ -81,11 +90,11 @@ class RemovalMixin:
         self._check_open()
         now = self.clock()
         with self.store.write() as db:
-            expired = "d.expires_at IS NOT NULL AND d.expires_at <= ?"
-            keys = db.execute(_NODES_OF + expired, (now,)).fetchall()
-            ids = [r[0] for r in db.execute(f"SELECT id FROM documents d WHERE {expired}", (now,))]
+            ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                                            (now,))]
+            keys = db.execute(_NODES_OF + "d.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
             back = _dreamed.release(db, [k for k, _ in keys], ids)
-            n = db.execute("DELETE FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)).rowcount
+            n = db.execute("DELETE FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).rowcount
             _log(db, "del", keys)
             _log(db, "add", back)
         self.shards.sync(force=True)

@@ -86,6 +86,13 @@ def content_hash(text: str) -> str:
     return sha256(normalize(text).encode("utf-8")).hexdigest()
 
 
+def exchange_content(session_id: str, turns) -> tuple[str, str]:
+    """A chat exchange's stored text, its (speaker, text) turns as "speaker: text" paragraphs, and its
+    hash (taken with the session id): remember_exchange writes it, forgetting a turn rewrites it."""
+    content = "\n\n".join(f"{speaker}: {text}" for speaker, text in turns)
+    return content, content_hash(session_id + "\n" + content)
+
+
 def is_cjk(token: str) -> bool:
     return token[0] >= "\u3040" and bool(_cjk_patterns()[1].match(token))   # cheap test first: most text is not CJK
 
@@ -105,20 +112,18 @@ def words(text: str) -> tuple[str, ...]:
     return _recent_words(text) if len(text) <= 2048 else _words(text)
 
 
-def _words(text: str) -> tuple[str, ...]:
+def _words(text: str, nfkc: bool = True) -> tuple[str, ...]:
     if _kernels.text_words is not None:
-        return _kernels.text_words(text, STOP_WORDS)          # _words_python, compiled
-    return _words_python(text)
+        return _kernels.text_words(text, STOP_WORDS, nfkc)    # _words_python, compiled
+    return _words_python(text, nfkc)
 
 
 def hashing_words(text: str) -> tuple[str, ...]:
     """`words` as they were before NFKC: the hashing embedder's vectors are kept in stores under its
-    name ('hash-v1-384'), so the words it hashes may not change (ASCII text's never did)."""
-    if text.isascii():
-        return words(text)
-    if _kernels.text_words is not None:
-        return _kernels.text_words(text, STOP_WORDS, False)
-    return _words_python(text, nfkc=False)
+    name ('hash-v1-384'), so the words it hashes may not change (those of NFKC text never did)."""
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return words(text)                   # (and a write's second tokenisation is a cache lookup)
+    return _words(text, nfkc=False)
 
 
 def _words_python(text: str, nfkc: bool = True) -> tuple[str, ...]:

@@ -10,8 +10,11 @@ from typing import Any
 from .config import SCOPES
 from .errors import InvalidArgument
 
-# [0-9], not \d (any Unicode digit); matched with fullmatch, since $ alone takes a trailing "\n".
-# Anchored all the same: the tool schemas publish the pattern, and JSON Schema patterns search.
+# Ids in JSON Schema (ECMA-262) syntax, as the tool schemas publish them: anchored, since their
+# patterns search; [0-9], not \d (any Unicode digit). ID_RE is matched with fullmatch, since $ alone
+# takes a trailing "\n".
+MEMORY_ID = r"^m-[0-9a-f]{16}$"
+MEMORY_OR_SECTION_ID = r"^m-[0-9a-f]{16}(?:#[0-9]{1,7})?$"
 ID_RE = re.compile(r"^m-[0-9a-f]{16}(?:#([0-9]{1,7}))?$")
 _NAME_BAD = re.compile(r"[\x00-\x1f\x7f]")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -141,6 +141,17 @@ def decode_vecs(blobs: list[bytes], dim: int) -> np.ndarray:
     return decode_half(blobs, dim).astype(np.float32)
 
 
+def _probed(uri: str, timeout: float) -> sqlite3.Connection:
+    """A connection to `uri` that has read the database (SQLite opens the file at the first query)."""
+    db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("SELECT 1 FROM documents LIMIT 1").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
 class Store:
     def __init__(self, data_dir: Path, *, read_only: bool = False, timeout: float = 30.0):
         self.dir, self.read_only = data_dir, read_only
@@ -163,22 +174,16 @@ class Store:
                 self.db.execute("PRAGMA synchronous = NORMAL")
                 self.db.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES}")
                 self._migrate()
-            else:
-                self.db.execute("SELECT count(*) FROM documents").fetchone()
         except sqlite3.DatabaseError as exc:
             raise self._error("cannot open", exc) from exc
 
     def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
         """mode=ro, or on a read-only directory (a mount, a shared copy) immutable=1: a WAL database
         read with mode=ro needs its -shm file, which such a directory can neither hold nor create."""
-        name = str(self.path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")   # URI-special
-        uri = f"file:{name}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+        uri = f"{self.path.absolute().as_uri()}?mode=ro"
         try:
-            db.execute("SELECT count(*) FROM documents").fetchone()     # (the file is opened lazily)
-            return db
+            return _probed(uri, timeout)
         except sqlite3.OperationalError:
-            db.close()
             if os.access(self.dir, os.W_OK):
                 raise
         wal = self.path.with_name(self.path.name + "-wal")
@@ -186,8 +191,7 @@ class Store:
             # immutable=1 would silently skip what the WAL holds
             raise StorageError(f"{self.path} is in a read-only directory and {wal.name} holds changes not yet in the "
                                "database: copy the data dir somewhere writable and open the copy")
-        return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout, isolation_level=None,
-                               check_same_thread=False)
+        return _probed(uri + "&immutable=1", timeout)
 
     def _error(self, doing: str, exc: sqlite3.Error) -> StorageError:
         """A StorageError naming the file; damaged files also get the way to recover."""

@@ -32,9 +32,8 @@ NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 SEARCH_SCOPES = ("project+global", "project", "global", "session", "session+project", "session+global",
                  "session+project+global")
 WRITE_SCOPES = ("project", "global", "session")
-# The schemas' id patterns: JSON Schema (ECMA-262) syntax, so no \Z; Param.check matches them against the whole value
-MEMORY_ID = r"^m-[0-9a-f]{16}$"
-MEMORY_OR_SECTION_ID = r"^m-[0-9a-f]{16}(?:#[0-9]{1,7})?$"
+# The schemas' id patterns (Param.check matches them against the whole value)
+MEMORY_ID, MEMORY_OR_SECTION_ID = v.MEMORY_ID, v.MEMORY_OR_SECTION_ID
 TOOLS: dict[str, ToolSpec] = {}
 
 

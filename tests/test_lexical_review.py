@@ -26,7 +26,7 @@ def test_a_memory_is_found_in_another_unicode_spelling(tmp_path, query, stored):
         assert ids(mem, "café")[:1] == [other]
 
 
-def _old_words(text: str) -> tuple[str, ...]:
+def _old_words(text: str, nfkc: bool = False) -> tuple[str, ...]:
     """_text.words of the code before NFKC (no CJK in these texts): lower-cased, no normalisation."""
     return tuple(t for t in _text._cjk_patterns()[0].findall(text.lower())
                  if t not in _text.STOP_WORDS and (len(t) > 1 or t.isdigit()))

@@ -391,6 +391,17 @@ def test_forget_takes_two_spellings_of_one_section_once(ip):
     assert current_engine(ip).get(doc.id).node_count == 2
 
 
+def test_forget_takes_a_section_dream_set_aside(ip):
+    """get() and forget() find a section dream() set aside as a duplicate; %forget's check did not."""
+    eng, shared = current_engine(ip), "## Conda\nUse the conda env `ds` for every analysis."
+    eng.remember(f"# A\nintro A\n{shared}")
+    eng.remember(f"# B\nintro B\n{shared}", force=True)
+    assert eng.dream()["removed_nodes"] == 1
+    [(doc, ord_)] = eng.store.query("SELECT document_id, ord FROM dreamed")     # the copy set aside
+    ip.run_line_magic("forget", f"{doc}#{ord_}")
+    assert "conda" not in eng.get(doc).content
+
+
 @pytest.mark.parametrize("line", ["%memories ;", "%memories -n 5 ;", "%memstats ;", "%forget {id} ;"])
 def test_a_trailing_semicolon_is_not_an_argument(ip, line):
     doc = ip.run_line_magic("remember", "a memory to list and forget")
