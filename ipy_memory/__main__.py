@@ -14,6 +14,7 @@ import tempfile
 from importlib import resources
 
 from . import _kernels
+from ._display import one_line
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
 
@@ -105,7 +106,7 @@ def cmd_inspect(args) -> None:
                                 (args.limit,))
         data = {"stats": s.to_dict(), "recent": [dict(zip(("id", "space", "title", "created_at"), r)) for r in every]}
         _print(args, data, repr(s) + "\n\nnewest memories (all spaces):\n" +
-               "\n".join(f"  {r[0]}  {r[1]}  {r[2][:60]}" for r in every) + f"\n({len(recent)} visible here)")
+               "\n".join(f"  {r[0]}  {r[1]}  {one_line(r[2], 60)}" for r in every) + f"\n({len(recent)} visible here)")
 
 
 def cmd_backup(args) -> None:

@@ -12,6 +12,8 @@ import json
 import time
 from typing import Any, Iterable
 
+from .block import CONTROL_CHARS
+
 MUTED = "opacity:.7"
 _FONT = "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:13px;line-height:1.4"
 _BORDER = "border-bottom:1px solid rgba(127,127,127,.3)"
@@ -38,8 +40,10 @@ def plural(n: Any, word: str) -> str:
 
 
 def one_line(value: Any, width: int | None = None) -> str:
+    """The value on one line, without control characters (a stored title's ESC sequences would
+    drive the terminal that prints it)."""
     s = f"{value:.3f}" if isinstance(value, float) else ("" if value is None else str(value))
-    s = " ".join(s.split())
+    s = " ".join(CONTROL_CHARS.sub(" ", s).split())
     return s if width is None or len(s) <= width else s[: width - 1] + "…"
 
 

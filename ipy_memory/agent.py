@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-import unicodedata
 from collections import Counter, OrderedDict
 from dataclasses import asdict, dataclass, field
 
 from . import _validate as v
+from ._acks import DEFAULT_ACKS, DEFAULT_SKIP_PATTERNS, ack_pattern, normalize_query
+from ._captured import Captured
 from ._log import log
 from .block import item as _item
 from .block import render as _render
@@ -29,33 +30,7 @@ from .errors import InvalidArgument, IpyMemoryError, NotFound
 SOURCE = {"kind": "plugin", "plugin": "ipy_memory", "form": "recall"}
 _FRAME_START = "<memory-recall count="
 _KEEP = 10_000      # bounded bookkeeping: remembered turns, queries and injections
-
-# Pure acknowledgements carry no question to recall for (English and Chinese).
-DEFAULT_ACKS = (
-    "ok", "okay", "k", "kk", "thanks", "thank you", "thx", "ty", "yes", "yeah", "yep", "yup", "no", "nope",
-    "sure", "cool", "great", "nice", "good", "fine", "alright", "all right", "got it", "understood", "continue",
-    "go on", "go ahead", "next", "done", "hi", "hello", "hey", "bye", "lgtm", "sounds good", "perfect", "right",
-    "please", "proceed", "keep going", "please continue", "thanks a lot", "many thanks",
-    "继续", "继续吧", "请继续", "好的", "好", "好吧", "好滴", "嗯", "嗯嗯", "谢谢", "多谢", "感谢", "可以", "行",
-    "对", "对的", "是", "是的", "没问题", "收到", "明白", "明白了", "知道了", "下一步", "没事", "不用了", "哦", "噢",
-)
-
-
-def ack_pattern(words=DEFAULT_ACKS) -> str:
-    """A regex matching any run of the given acknowledgement words (e.g. 'ok thanks', '好的 谢谢')."""
-    alts = "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
-    return rf"(?:(?:{alts})\s*)+"
-
-
-DEFAULT_SKIP_PATTERNS = (ack_pattern(),)
-
-
-def normalize_query(text: str) -> str:
-    """NFKC, case-folded, punctuation and symbols turned into spaces: what skip patterns match."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(c if (c.isalnum() or c.isspace()) else " " for c in text)
-    return " ".join(text.split())
-
+_CAPTURE_KEYS = {"scope", "project", "importance", "ttl", "metadata"}     # remember_exchange's own
 
 def _text_of(content) -> str:
     """The human-readable text of a message's content (str, OpenAI parts or Anthropic blocks)."""
@@ -174,6 +149,7 @@ class AutoRecall:
         self._inflight: threading.Thread | None = None
         self._degraded: str | None = None
         self._capture_error: str | None = None
+        self._captured = Captured()
         self.last_injection: Injection | None = None
         self.last_skip: str | None = None
 
@@ -357,26 +333,41 @@ class AutoRecall:
 
     # ------------------------------------------------------------------------------ capture
     def capture(self, messages: list, *, session_id: str, background: bool = False, **kw):
-        """Store the exchange (minus recall messages) with engine.remember_exchange; secrets are redacted.
+        """Store the turn's new messages with engine.remember_exchange; secrets are redacted.
 
+        `messages` is the whole conversation so far: what this AutoRecall stored for `session_id` before
+        (the longest prefix it has seen) is not stored again, nor are recall messages and system /
+        developer prompts. `kw`: remember_exchange's scope, project, importance, ttl, metadata.
         Returns the RememberResult (True/False when queued: background=True, or while a timed-out
         recall is still running), or None when capture is off,
         there was nothing worth storing, or the store failed (logged; see stats()["compat"])."""
         _check_messages(messages)
         session_id = v.text(session_id, "session_id", max_chars=256)
         background = v.flag(background, "background")
+        unknown = set(kw) - _CAPTURE_KEYS
+        if unknown:
+            raise InvalidArgument(f"capture() got unknown argument(s) {sorted(unknown)}; it takes {sorted(_CAPTURE_KEYS)}")
         if not self.capture_enabled or getattr(self.engine, "read_only", False):
             return None
-        # never store recalled memory again; role-less items (tool calls) are not conversation text
-        own = [m for m in messages if "role" in m and not is_recall_message(m)]
+        # never store recalled memory again; role-less items (tool calls) are not conversation text,
+        # nor are system / developer prompts (instructions, sent again every turn)
+        own = [m for m in messages if "role" in m and m["role"] not in ("system", "developer")
+               and not is_recall_message(m)]
+        own, prints = self._captured.new(session_id, own)      # the turns stored before are not stored again
+        if not own:
+            return None
         if background or (self._inflight is not None and self._inflight.is_alive()):
             # an abandoned recall may still be reading the engine's indexes: the background
             # writer has its own, so writing through it cannot race that recall
-            return self.engine.fire_exchange(session_id, own, **kw)
+            queued = self.engine.fire_exchange(session_id, own, **kw)
+            if queued:
+                self._captured.mark(session_id, prints)
+            return queued
         try:
             result = self.engine.remember_exchange(session_id, own, **kw)
         except InvalidArgument as exc:
             if "no non-trivial" in str(exc):     # an exchange of acknowledgements only
+                self._captured.mark(session_id, prints)
                 return None
             raise
         except Exception as exc:  # noqa: BLE001 - a failed capture must not fail the turn
@@ -385,6 +376,7 @@ class AutoRecall:
                 self._capture_error = f"{type(exc).__name__}: {exc}"
             log.warning("ipy_memory: capture failed: %s", exc)
             return None
+        self._captured.mark(session_id, prints)
         with self._lock:
             self._s.counts["captures"] += 1
             self._capture_error = None

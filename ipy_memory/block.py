@@ -29,7 +29,7 @@ FRAME = {
 _UNSAFE = re.compile(r"<(?=\s*(?:/\s*)?memory[\s_\-]*recall)|\[(?=\s*\d+\s*\]\s*\d{4}-\d{2}-\d{2})", re.I)
 _SAFE = {"<": "‹", "[": "⟦"}
 # all that readers treat as line breaks, and C0 / C1 controls (a terminal's cursor moves)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 INDENT = "  "
 
 # Look-alikes NFKC leaves alone. Not '‹' or '⟦': they are what the unsafe characters become.
@@ -48,7 +48,7 @@ _STARTS = re.compile(f"[<\\[\ufe64\uff1c\ufe47\uff3b{_ANGLES}]")
 
 def neutralize(text: str) -> str:
     """Make stored text safe to place inside the block."""
-    text = _CONTROL.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = CONTROL_CHARS.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
     if text.isascii():           # the skeleton is the text itself
         return _UNSAFE.sub(lambda m: _SAFE[m.group()], text)
     if not _STARTS.search(text):    # most non-ASCII text: nothing can start a tag or a header

@@ -181,6 +181,8 @@ class RecallBrowser(_Static, w.VBox):
 
     def search(self, query: str | None = None):
         """Run the query in the box (or `query`, which is put in the box); returns the RecallResult or None."""
+        if query is not None:
+            query = v.text(query, "query", max_chars=10_000, allow_empty=True)
         if query is not None and query != self.query_box.value:
             self.query_box.value = query   # the observer runs the search
             return self.result

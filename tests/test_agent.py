@@ -286,6 +286,38 @@ def test_capture_anthropic_blocks_and_trivial(mem):
     assert mem.flush(5) and len(exchange_docs(mem)) == 2
 
 
+def test_capture_stores_each_turn_once(mem):
+    """Called after every turn with the whole conversation, capture stored all of it each time (four
+    turns of two messages: twenty sections), and recall returned the same text several times."""
+    auto, msgs = AutoRecall(mem), [{"role": "system", "content": "You are a careful data assistant."}]
+    for turn in range(4):
+        msgs += [user(f"Question {turn}: where does the kelp dataset {turn} live?"),
+                 {"role": "assistant", "content": f"Answer {turn}: in bucket kelp-{turn}."}]
+        auto.capture(msgs, session_id="chat")
+    assert auto.capture(msgs, session_id="chat") is None                  # nothing new
+    texts = [b for (b,) in mem.store.query("SELECT n.body FROM nodes n JOIN documents d ON d.id = n.document_id "
+                                           "WHERE d.kind = 'exchange'")]
+    assert sorted(texts) == sorted(m["content"] for m in msgs[1:])       # each once; no system prompt
+    hits = [h.text for h in mem.recall("kelp dataset bucket", limit=10)]
+    assert len(hits) == len(set(hits))
+
+
+def test_capture_after_an_edit_stores_from_the_change(mem):
+    auto = AutoRecall(mem)
+    first = [user("Which warehouse holds the kelp table?"), {"role": "assistant", "content": "The east one."}]
+    auto.capture(first, session_id="chat")
+    edited = [first[0], {"role": "assistant", "content": "The west one, since Monday."}]   # regenerated
+    r = auto.capture(edited, session_id="chat")
+    assert r.node_count == 1 and "west one" in mem.get(r.id).content
+    assert auto.capture(first, session_id="another chat").node_count == 2   # per session
+
+
+def test_capture_rejects_unknown_options(mem):
+    with pytest.raises(InvalidArgument, match="scop"):
+        AutoRecall(mem).capture([user("Where is the kelp table?")], session_id="c", scop="global")
+    assert not exchange_docs(mem)
+
+
 def test_tool_result_messages_and_roleless_items(mem):
     auto = AutoRecall(mem)
     mixed = [user("Which conda env for sales?"),

@@ -59,3 +59,13 @@ def test_backup_refuses_live_files_and_files_that_are_not_backups(tmp_path):
     for _ in range(2):                                  # an earlier backup is replaced
         assert cli("backup", str(good), "--data-dir", str(d)).returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.sqlite3", "notes.txt", "other", "store"]
+
+
+def test_list_and_inspect_print_no_terminal_control_codes(tmp_path):
+    """A stored title's ESC / BEL sequences (set the window title, change colours) reached the terminal."""
+    d = str(tmp_path / "m")
+    cli("store", "--data-dir", d, "--title", "evil \x1b]0;pwned\x07 \x1b[31mred\nsecond line", "kelp notes")
+    for cmd in ("list", "inspect"):
+        out = cli(cmd, "--data-dir", d).stdout
+        assert "\x1b" not in out and "\x07" not in out, (cmd, out)
+        assert sum("evil" in line for line in out.splitlines()) == 1 and "second line" in out

@@ -187,6 +187,15 @@ def test_browser_arguments_are_checked(stocked, kwargs, match):
         RecallBrowser(stocked, **kwargs)
 
 
+@pytest.mark.parametrize("query", [5, b"sales", ["sales"]])
+def test_browser_search_checks_its_query(stocked, query):
+    from ipy_memory.errors import InvalidArgument
+    b = RecallBrowser(stocked, query="deploys")
+    with pytest.raises(InvalidArgument, match="query"):
+        b.search(query)
+    assert b.query_box.value == "deploys"
+
+
 @pytest.mark.parametrize("kwargs,match", [({"stats": {"documents": 1}}, "stats"), ({"live": 1}, "live")])
 def test_tier_stats_arguments_are_checked(stocked, kwargs, match):
     from ipy_memory.errors import InvalidArgument
