@@ -48,6 +48,8 @@ def _checked(target: Path, db_path: Path, index_dir: Path) -> Path:
         raise InvalidArgument(f"{target} is inside the store's index directory {index}: choose a file outside it")
     if target.is_dir():
         raise InvalidArgument(f"{target} is a directory: pass a file path such as {target / 'memory-backup.sqlite3'}")
+    if not target.parent.is_dir():
+        raise InvalidArgument(f"{target.parent} does not exist (or is not a directory): create it first")
     if target.exists():
         _check_replaceable(target)
     return target

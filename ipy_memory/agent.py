@@ -289,8 +289,9 @@ class AutoRecall:
     def feedback(self, injection_id: str, used: bool = True) -> None:
         """Record whether the model used an injection (for the precision in stats())."""
         used = v.flag(used, "used")
+        injection_id = v.text(injection_id, "injection_id", max_chars=200)
         with self._lock:
-            inj = self._s.injections.get(injection_id) if isinstance(injection_id, str) else None
+            inj = self._s.injections.get(injection_id)
             if inj is None:
                 raise NotFound(f"no injection {injection_id!r}: pass an id from auto.last_injection.id "
                                "(only the latest 10,000 are kept)")

@@ -249,6 +249,9 @@ def test_feedback_precision(mem):
         auto.feedback("inj-nope")
     with pytest.raises(InvalidArgument):
         auto.feedback(ids[2], used="yes")
+    for bad in (123, None, b"inj"):                 # a wrong type is bad input, not a missing injection
+        with pytest.raises(InvalidArgument, match="injection_id"):
+            auto.feedback(bad)
 
 
 # ------------------------------------------------------------------------------ capture

@@ -137,6 +137,12 @@ def test_a_store_is_not_a_backup_even_closed(mem, tmp_path):
         mem.backup(restored / "memory.sqlite3")
 
 
+def test_backup_into_a_missing_directory_is_bad_input(mem, tmp_path):
+    with pytest.raises(InvalidArgument, match="does not exist"):
+        mem.backup(tmp_path / "no such dir" / "b.sqlite3")
+    assert not (tmp_path / "no such dir").exists()
+
+
 def test_backup_names_the_file_system_refuses(mem, tmp_path):
     with pytest.raises(InvalidArgument, match="cannot be used"):
         mem.backup(tmp_path / ("x" * 300 + ".sqlite3"))
