@@ -50,34 +50,32 @@ def set_aside(db, pairs: list[tuple[int, int]]) -> None:
                    "WHERE n.key = ?", [(keep, dup) for dup, keep in pairs])
 
 
-def release(db, keys: list[int], leaving: list[str] = ()) -> list[tuple[int, str]]:
+def release(db, keys: list[int], leaving: list[str] = ()) -> None:
     """Before the nodes `keys` are deleted, and the documents `leaving` (forgotten, purged or replaced)
-    lose their text: the sections those nodes stood in for return to their own memories.
-    Returns (key, space) of each section brought back, for the change log ('add')."""
+    lose their text: the sections those nodes stood in for return to their own memories (and to
+    every index, through the change log)."""
     if not _exists(db) or not keys:
-        return []
+        return
     if leaving:
         db.execute("DELETE FROM dreamed WHERE document_id IN (SELECT value FROM json_each(?))",
                    (json.dumps(list(leaving)),))
-    return _restore(db, "keep IN (SELECT value FROM json_each(?))", (json.dumps([int(k) for k in keys]),))
+    _restore(db, "keep IN (SELECT value FROM json_each(?))", (json.dumps([int(k) for k in keys]),))
 
 
-def restore_document(db, doc_id: str) -> list[tuple[int, str]]:
+def restore_document(db, doc_id: str) -> None:
     """All of a memory's set-aside sections back in the indexes (its last indexed one was forgotten)."""
-    return _restore(db, "document_id = ?", (doc_id,)) if _exists(db) else []
+    if _exists(db):
+        _restore(db, "document_id = ?", (doc_id,))
 
 
-def _restore(db, where: str, params: tuple) -> list[tuple[int, str]]:
-    rows = db.execute(f"SELECT m.key, d.space FROM dreamed m JOIN documents d ON d.id = m.document_id "
-                      f"WHERE m.{where}", params).fetchall()
-    if rows:
-        db.execute(f"INSERT INTO nodes ({_NODE_COLS}) SELECT {_NODE_COLS} FROM dreamed WHERE {where}", params)
-        # re-embedded since dream(): the node standing in has the same text and a vector of the current model
-        db.execute(f"INSERT INTO vectors (node_key, vec) SELECT m.key, CASE WHEN m.epoch = {_EPOCH} THEN m.vec "
-                   f"ELSE (SELECT vec FROM vectors WHERE node_key = m.keep) END FROM dreamed m WHERE m.{where}",
-                   params)
-        db.execute(f"DELETE FROM dreamed WHERE {where}", params)
-    return rows
+def _restore(db, where: str, params: tuple) -> None:
+    db.execute(f"INSERT INTO nodes ({_NODE_COLS}) SELECT {_NODE_COLS} FROM dreamed WHERE {where}", params)
+    # re-embedded since dream(): the node standing in has the same text and a vector of the current model
+    db.execute(f"INSERT INTO vectors (node_key, vec) SELECT m.key, CASE WHEN m.epoch = {_EPOCH} THEN m.vec "
+               f"ELSE (SELECT vec FROM vectors WHERE node_key = m.keep) END FROM dreamed m WHERE m.{where}", params)
+    db.execute(f"INSERT INTO changes (op, node_key, space) SELECT 'add', m.key, d.space FROM dreamed m "
+               f"JOIN documents d ON d.id = m.document_id WHERE m.{where}", params)
+    db.execute(f"DELETE FROM dreamed WHERE {where}", params)
 
 
 def sections(db, doc_id: str) -> list[tuple[int, int, str, str]]:

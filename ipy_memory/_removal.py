@@ -12,8 +12,8 @@ from .errors import NotFound
 _NODES_OF = "SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id WHERE "
 
 
-def _log(db, op: str, keys: list[tuple[int, str]]) -> None:
-    db.executemany(f"INSERT INTO changes (op, node_key, space) VALUES ('{op}', ?, ?)", keys)
+def _log_deleted(db, keys: list[tuple[int, str]]) -> None:
+    db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", keys)
 
 
 class RemovalMixin:
@@ -39,37 +39,34 @@ class RemovalMixin:
         with self.store.write() as db:
             if ord_ is None:
                 keys = db.execute(_NODES_OF + "d.id = ?", (doc_id,)).fetchall()
-                back = _dreamed.release(db, [k for k, _ in keys], [doc_id])
+                _dreamed.release(db, [k for k, _ in keys], [doc_id])
                 if not db.execute("DELETE FROM documents WHERE id = ?", (doc_id,)).rowcount:
                     raise NotFound(f"no memory {id!r} (never stored, forgotten, or expired and purged)")
                 removed = len(keys)
             else:
                 keys = db.execute(_NODES_OF + "d.id = ? AND n.ord = ?", (doc_id, ord_)).fetchall()
                 if keys:
-                    back = _dreamed.release(db, [keys[0][0]])
+                    _dreamed.release(db, [keys[0][0]])
                     db.execute("DELETE FROM nodes WHERE key = ?", (keys[0][0],))
-                elif _dreamed.forget_section(db, doc_id, ord_):
-                    back = []          # set aside by dream(): out of the indexes already, its text goes now
-                else:
+                elif not _dreamed.forget_section(db, doc_id, ord_):    # (set aside: only its text is left)
                     raise NotFound(f"no memory section {id!r}")
-                back += self._rewrite_content(db, doc_id)
+                self._rewrite_content(db, doc_id)
                 removed = 1
-            _log(db, "del", keys)
-            _log(db, "add", back)
+            _log_deleted(db, keys)
         self.shards.sync(force=True)
         return {"id": id, "removed_nodes": removed}
 
-    def _rewrite_content(self, db, doc_id: str) -> list[tuple[int, str]]:
+    def _rewrite_content(self, db, doc_id: str) -> None:
         """After one section is forgotten, its text must leave the document's source too, and only its:
-        sections dream() set aside keep theirs. Returns the (key, space) of sections brought back."""
+        sections dream() set aside keep theirs."""
         rows = db.execute("SELECT n.ord, n.depth, n.title, COALESCE(n.body, d.content) FROM nodes n JOIN documents d "
                           "ON d.id = n.document_id WHERE d.id = ?", (doc_id,)).fetchall()
         aside = _dreamed.sections(db, doc_id)
         if not rows and not aside:
             db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
-            return []
-        # its last indexed section went: the set-aside ones are indexed again, so it can still be found
-        back = [] if rows else _dreamed.restore_document(db, doc_id)
+            return
+        if not rows:    # its last indexed section went: the set-aside ones are indexed again, to be found
+            _dreamed.restore_document(db, doc_id)
         parts = sorted(rows + aside)
         kind, title = db.execute("SELECT kind, title FROM documents WHERE id = ?", (doc_id,)).fetchone()
         if kind == "exchange":
@@ -82,7 +79,6 @@ class RemovalMixin:
                    "WHERE document_id = ?", (doc_id, doc_id))
         db.execute("UPDATE documents SET content = ?, content_hash = ?, updated_at = ? WHERE id = ?",
                    (content, digest, self.clock(), doc_id))
-        return back
 
     @locked
     def purge_expired(self) -> int:
@@ -93,10 +89,9 @@ class RemovalMixin:
             ids = [r[0] for r in db.execute("SELECT id FROM documents WHERE expires_at IS NOT NULL AND expires_at <= ?",
                                             (now,))]
             keys = db.execute(_NODES_OF + "d.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
-            back = _dreamed.release(db, [k for k, _ in keys], ids)
+            _dreamed.release(db, [k for k, _ in keys], ids)
             n = db.execute("DELETE FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).rowcount
-            _log(db, "del", keys)
-            _log(db, "add", back)
+            _log_deleted(db, keys)
         self.shards.sync(force=True)
         return n
 

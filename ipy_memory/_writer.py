@@ -195,9 +195,8 @@ class BatchWriter:
                 raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
             old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
                              "WHERE d.id = ?", (doc_id,)).fetchall()
-            back = _dreamed.release(db, [k for k, _ in old], [doc_id])    # sections dream() set aside
+            _dreamed.release(db, [k for k, _ in old], [doc_id])    # sections dream() set aside
             db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('del', ?, ?)", old)
-            db.executemany("INSERT INTO changes (op, node_key, space) VALUES ('add', ?, ?)", back)
             db.execute("DELETE FROM nodes WHERE document_id = ?", (doc_id,))
             db.execute("UPDATE documents SET space=?, scope=?, project=?, session=?, kind=?, title=?, content=?, "
                        "content_hash=?, importance=?, metadata=?, updated_at=?, accessed_at=?, expires_at=? WHERE id=?",

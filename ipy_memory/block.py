@@ -90,11 +90,8 @@ class _SkeletonTable(dict):
 _SKELETON = _SkeletonTable()
 
 
-def header(i: int, created_at: float, label: str) -> str:
-    return _header(i, created_at, neutralize(label).replace("\n", " "))
-
-
-def _header(i: int, created_at: float, safe_label: str) -> str:
+def header(i: int, created_at: float, safe_label: str) -> str:
+    """An item's header line; `safe_label` is neutralised already, on one line (see item)."""
     return f"[{i}] {time.strftime('%Y-%m-%d', time.gmtime(created_at))} · {safe_label}"
 
 
@@ -103,7 +100,7 @@ def item(i: int, created_at: float, label: str, text: str) -> str:
     # are each harmless, but not once the block joins them (neutralize keeps a one-line label one line)
     label, _, text = neutralize(label.replace("\r", " ").replace("\n", " ") + "\n" + text).partition("\n")
     body = "\n".join(INDENT + line for line in text.split("\n"))
-    return f"{_header(i, created_at, label)}\n{body}"
+    return f"{header(i, created_at, label)}\n{body}"
 
 
 def render(items: Iterable[str], locale: str = "en") -> str:
