@@ -16,6 +16,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
+from . import _validate as v
 from .errors import InvalidArgument, StorageError
 
 SIDECARS = ("-wal", "-shm", "-journal")        # the files SQLite keeps beside a database it has open
@@ -25,11 +26,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def target_path(path, db_path: Path, index_dir: Path) -> Path:
     """The resolved file `path` names, if backup() may write it; InvalidArgument saying why not."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise InvalidArgument("backup(path) takes a file path")
-    raw = os.fsdecode(os.fspath(path))
-    if "\0" in raw:
-        raise InvalidArgument(f"backup path {raw!r} contains a NUL character: no file can have that name")
+    raw = v.path(path, "backup path")
     try:
         return _checked(Path(raw).expanduser().resolve(), db_path, index_dir)
     except (OSError, RuntimeError) as exc:      # a name too long, a directory we may not search, a symlink loop

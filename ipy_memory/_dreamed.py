@@ -86,9 +86,10 @@ def sections(db, doc_id: str) -> list[tuple[int, int, str, str]]:
 
 
 def has_section(db, doc_id: str, ord_: int) -> bool:
-    """Whether 'm-…#n' is a section dream() set aside (still the memory's, out of the indexes)."""
-    return _exists(db) and db.execute("SELECT 1 FROM dreamed WHERE document_id = ? AND ord = ?",
-                                      (doc_id, ord_)).fetchone() is not None
+    """Whether memory doc_id has section ord_: indexed, or set aside by dream() (still the memory's)."""
+    return (db.execute("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc_id, ord_)).fetchone() is not None
+            or _exists(db) and db.execute("SELECT 1 FROM dreamed WHERE document_id = ? AND ord = ?",
+                                          (doc_id, ord_)).fetchone() is not None)
 
 
 def forget_section(db, doc_id: str, ord_: int) -> bool:

@@ -27,8 +27,7 @@ class RemovalMixin:
         with self.store.read() as db:
             if ord_ is None:
                 return db.execute("SELECT 1 FROM documents WHERE id = ?", (doc_id,)).fetchone() is not None
-            return (db.execute("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?", (doc_id, ord_)).fetchone()
-                    is not None or _dreamed.has_section(db, doc_id, ord_))
+            return _dreamed.has_section(db, doc_id, ord_)
 
     @locked
     def forget(self, id: str) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from functools import cache
 from typing import Any
@@ -106,6 +107,16 @@ def name(value: Any, what: str) -> str:
     if any(seg in ("..", ".") for seg in re.split(r"[\\/]", value)):
         raise InvalidArgument(f"{what} {value!r} contains a '..' or '.' path segment: use a plain name")
     return value
+
+
+def path(value: Any, what: str) -> str:
+    """A file system path (str or os.PathLike) as str; InvalidArgument for other types and NUL."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise InvalidArgument(f"{what} must be a path (str or pathlib.Path), not {type(value).__name__}")
+    raw = os.fsdecode(os.fspath(value))
+    if "\x00" in raw:
+        raise InvalidArgument(f"{what} {raw!r} contains a NUL character: no file can have that name")
+    return raw
 
 
 def memory_id(value: Any) -> tuple[str, int | None]:

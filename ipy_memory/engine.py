@@ -59,9 +59,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
     def __init__(self, data_dir: str | os.PathLike | None = None, *, embedder: Embedder | str | None = None,
                  project: str | None = None, session: str | None = None, read_only: bool = False,
                  settings: Settings | None = None, clock: Callable[[], float] | None = None):
-        if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)) or data_dir is not None and (
-                not isinstance(os.fspath(data_dir), str) or "\x00" in os.fspath(data_dir)):
-            raise InvalidArgument(f"data_dir must be a path (str or pathlib.Path) without NUL bytes, not {data_dir!r}")
+        data_dir = v.path(data_dir, "data_dir") if data_dir is not None else None
         if settings is not None and not isinstance(settings, Settings):
             raise InvalidArgument("settings must be an ipy_memory.Settings (e.g. Settings().with_(dedup_threshold=0.9))")
         self._lock = threading.RLock()
@@ -340,8 +338,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         with self.store.read() as db:
             rows = db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE id = ? AND "
                               "(expires_at IS NULL OR expires_at > ?)", (doc_id, self.clock())).fetchall()
-            section = ord_ is None or bool(db.execute("SELECT 1 FROM nodes WHERE document_id = ? AND ord = ?",
-                                                      (doc_id, ord_)).fetchone()) or _dreamed.has_section(db, doc_id, ord_)
+            section = ord_ is None or _dreamed.has_section(db, doc_id, ord_)
         if rows and not section:
             raise NotFound(f"no section {id!r}: memory {doc_id} has no section #{ord_} (or it was forgotten)")
         if not rows:

@@ -68,9 +68,7 @@ def _kernel_engine():
 
 
 def _live_arg(live):
-    if live is not None and not isinstance(live, bool):
-        raise InvalidArgument(f"live must be True, False or None (detect), not {live!r}")
-    return live
+    return None if live is None else v.flag(live, "live (None: detect)")
 
 
 class _Static:
