@@ -192,20 +192,34 @@ def announce(shell, cell, result, kind: str, name: str, line: str, summary: str 
     """Print the one-line summary of `result`, unless IPython is about to show it as the cell's output
     (`cell`: the running cell's ExecutionInfo, None outside a cell). Returns `result`."""
     raw = getattr(cell, "raw_cell", None)
-    code = shell.transform_cell(raw) if raw else ""
-    if not shown_as_output(code, kind, name, line, shell.ast_node_interactivity):
+    body = _statements(shell, cell, raw) if raw else []
+    if not _shown(body, kind, name, line, shell.ast_node_interactivity):
         print(summary if summary is not None else result.summary())
     return result
 
 
-def shown_as_output(code: str, kind: str, name: str, line: str, interactivity: str = "last_expr") -> bool:
-    """Whether IPython's displayhook will show what this magic call returns, judged as IPython does: from
-    the running cell as transformed (`code`: %magic, automagic and %%cell all become get_ipython().run_*_magic
-    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity."""
+_last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, its statements
+
+
+def _statements(shell, cell, raw: str) -> list:
+    """The statements of the running cell as IPython runs it, remembered for that cell: a cell of many
+    magics is transformed and parsed once, not once per magic (which made such a cell quadratic)."""
+    if _last_cell[0] is not cell or _last_cell[1] != raw:
+        _last_cell[:] = [cell, raw, _parse(shell.transform_cell(raw))]
+    return _last_cell[2]
+
+
+def _parse(code: str) -> list:
     try:
-        body = ast.parse(code).body
+        return ast.parse(code).body
     except SyntaxError:
-        return False
+        return []
+
+
+def _shown(body: list, kind: str, name: str, line: str, interactivity: str) -> bool:
+    """Whether IPython's displayhook will show what this magic call returns, judged as IPython does: from
+    the running cell as transformed (%magic, automagic and %%cell all become get_ipython().run_*_magic
+    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity."""
     if interactivity == "none" or not body:
         return False
     last = body[-1]

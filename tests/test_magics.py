@@ -500,6 +500,19 @@ def test_summary_shows_exactly_once(ip, capsys, cell, store_history):
     assert len(lines(out, "stored m-")) == 1, out
 
 
+def test_a_cell_of_many_magics_is_transformed_once(ip, capsys, monkeypatch):
+    # each magic asks whether IPython will show its result; asking must not re-read the whole cell each time
+    calls = []
+    original = ip.transform_cell
+    monkeypatch.setattr(ip, "transform_cell", lambda raw: calls.append(raw) or original(raw))
+    cell = "\n".join(f"%remember note number {i} about topic {i}" for i in range(30))
+    ip.run_cell(cell)
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 30
+    assert calls.count(cell) <= 2, len(calls)       # IPython's own run, then ipy_memory's once
+    ip.run_cell("%remember one more\nx = 1")          # a new cell is read afresh: not its last line, so printed
+    assert len(lines(capsys.readouterr().out, "stored m-")) == 1
+
+
 def test_lifecycle_summary_shows_exactly_once(ip, capsys):
     for cell in ("%memrotate", "memrotate", "r = %memrotate"):
         capsys.readouterr()
