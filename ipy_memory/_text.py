@@ -1,8 +1,8 @@
 """Text normalisation and tokenisation shared by the lexical index and the hashing embedder.
 
 Text is NFKC-normalised (a decomposed accent, fullwidth and halfwidth forms are the words a query
-types), Latin-script words are lower-cased, stop-words dropped and (for the lexical index) stemmed with the
-Snowball English stemmer. CJK runs have no spaces between words, so they become overlapping
+types), Latin-script words are lower-cased, stop-words dropped and (for the lexical index) stripped of
+their letters' accents and stemmed with the Snowball English stemmer. CJK runs have no spaces between words, so they become overlapping
 character bigrams (a lone character stays a unigram): the standard CJK analyser recipe, which makes
 Chinese and Japanese searchable without a dictionary.
 """
@@ -154,9 +154,27 @@ _WORD_CACHE = 1 << 15
 
 @lru_cache(maxsize=_WORD_CACHE)
 def stem(word: str) -> str:
+    """The lexical index's term for a word: its Snowball stem, accents of Latin letters dropped first
+    ("café" is "cafe" as most keyboards type it, as SQLite FTS5's unicode61 tokenizer folds it)."""
     if is_cjk(word) or word.isdigit():
         return word
+    if not word.isascii():
+        word = word.translate(_latin_folds())
     return _stemmer.stemWord(_IRREGULAR.get(word, word))
+
+
+@lru_cache(maxsize=None)
+def _latin_folds() -> dict[int, str]:
+    """str.translate table: each Latin letter with diacritics (a base letter and combining marks
+    U+0300-U+036F once decomposed: é ñ ç ő ǎ ẽ) to its base letter, and the few with no decomposition
+    (ø ł đ ß æ œ ı) to what they are typed as. Other scripts keep their marks: й is no и."""
+    folds = {ord(c): base for c, base in zip("øłđßæœıħŧ", "o l d ss ae oe i h t".split())}
+    for code in (*range(0xC0, 0x250), *range(0x1E00, 0x1F00)):
+        parts = unicodedata.normalize("NFD", chr(code))
+        if (len(parts) > 1 and parts[0].isascii() and parts[0].isalpha()
+                and all("\u0300" <= m <= "\u036f" for m in parts[1:])):
+            folds[code] = parts[0]
+    return folds
 
 
 def _expand_negation(match: re.Match) -> str:

@@ -48,3 +48,43 @@ def test_a_snapshot_written_with_the_old_words_is_rebuilt(tmp_path, monkeypatch)
     with MemoryEngine(tmp_path, project="p") as mem:
         assert ids(mem, "résumé")[:1] == [want]
         assert len(mem.shards.get("project:p").lex) == len(FILLER) + 1
+
+
+# ------------------------------------------------------------------------------ accents of Latin letters
+@pytest.mark.parametrize("query, stored", [
+    ("cafe zurich", "Lunch at the Café in Zürich on Friday"),
+    ("Café Zürich", "lunch at the cafe in zurich on friday"),
+    ("resume", "Updated my résumé before the interview"),
+    ("hauptstrasse", "The office moved to Hauptstraße 5"),
+    ("Ångström", "wavelength in angstrom units"),
+])
+def test_accents_of_latin_letters_do_not_hide_a_memory(tmp_path, query, stored):
+    with MemoryEngine(tmp_path, project="p") as mem:
+        want = mem.remember(stored).id
+        mem.remember("an unrelated note about lanterns")
+        assert ids(mem, query)[:1] == [want]
+
+
+def test_other_scripts_keep_their_marks():
+    assert _text.stem("йогурт") != _text.stem("иогурт")        # й (и + breve) is a letter of its own
+    assert _text.stem("ελληνικά") == "ελληνικά"
+    assert _text.stem("café") == _text.stem("cafe") and _text.stem("øl") == "ol"
+
+
+def test_a_snapshot_written_before_the_folding_is_rebuilt(tmp_path, monkeypatch):
+    """Snapshot version 9 held the terms of unfolded words: opened by this code, it is rebuilt from
+    SQLite (else 'café' would stay under a term no query makes any more)."""
+    from ipy_memory import _kernels, lexical
+    unfolded = _text.stem.__wrapped__.__globals__["_stemmer"].stemWord
+    with monkeypatch.context() as old:
+        old.setattr(LexicalShard, "VERSION", 9)
+        old.setattr(_text, "stem", lambda w: w if _text.is_cjk(w) or w.isdigit() else unfolded(w))
+        old.setattr(lexical, "_word_table", _kernels.word_table())      # the process's word -> term cache
+        with MemoryEngine(tmp_path, project="p") as mem:
+            mem.remember_many([{"content": t, "force": True} for t in FILLER])
+            want = mem.remember("Lunch at the Café in Zürich on Friday").id
+            assert ids(mem, "cafe zurich")[:1] != [want]                  # what the old code answered
+    lexical._named_terms.cache_clear()
+    assert list((tmp_path / "index").glob("*.lex.npz"))
+    with MemoryEngine(tmp_path, project="p") as mem:
+        assert ids(mem, "cafe zurich")[:1] == [want]
