@@ -34,6 +34,11 @@ def _engine(args, **kw) -> MemoryEngine:
     return MemoryEngine(args.data_dir, project=getattr(args, "project", None), **kw)
 
 
+def _no_embedding(args, **kw) -> MemoryEngine:
+    """For commands that embed nothing: no embedding server, key or model needed."""
+    return _engine(args, embedder="recorded", **kw)
+
+
 def cmd_demo(args) -> None:
     tmp = None
     if args.data_dir is None:
@@ -81,26 +86,26 @@ def cmd_recall(args) -> None:
 
 
 def cmd_list(args) -> None:
-    with _engine(args, read_only=True) as mem:
+    with _no_embedding(args, read_only=True) as mem:
         r = mem.list_memories(scope=args.scope, limit=args.limit, offset=args.offset)
         _print(args, {"total": r.total, "memories": r.to_dicts()}, f"{r!r}\n({len(r)} of {r.total})")
 
 
 def cmd_forget(args) -> None:
-    with _engine(args) as mem:
+    with _no_embedding(args) as mem:
         r = mem.forget(args.id)
         _print(args, r, f"forgot {r['id']} ({r['removed_nodes']} section(s))")
 
 
 def cmd_stats(args) -> None:
-    with _engine(args, read_only=True) as mem:
+    with _no_embedding(args, read_only=True) as mem:
         s = mem.stats()
         _print(args, s.to_dict(), repr(s))
 
 
 def cmd_inspect(args) -> None:
     """Read-only view of a live store: stats plus the newest memories."""
-    with _engine(args, read_only=True) as mem:
+    with _no_embedding(args, read_only=True) as mem:
         s, recent = mem.stats(), mem.list_memories(scope="session+project+global", limit=args.limit)
         every = mem.store.query("SELECT id, space, title, created_at FROM documents ORDER BY created_at DESC LIMIT ?",
                                 (args.limit,))
@@ -110,7 +115,7 @@ def cmd_inspect(args) -> None:
 
 
 def cmd_backup(args) -> None:
-    with _engine(args, read_only=True) as mem:
+    with _no_embedding(args, read_only=True) as mem:
         r = mem.backup(args.out)
         _print(args, r, f"backed up {mem.store.path} to {r['path']} ({r['bytes']:,} bytes)")
 

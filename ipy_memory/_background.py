@@ -167,6 +167,8 @@ class _Writer:
         kind, payload = batch[0]
         if kind == "exchange":
             self._one(kind, lambda: self._own_engine().remember_exchange(payload[0], payload[1], **payload[2]))
+        elif kind == "call":
+            self._one(payload[0], lambda: payload[1](self._own_engine()))
         elif kind != "remember":
             self._one(kind, payload)
         else:
@@ -270,6 +272,16 @@ class BackgroundMixin:
             log.warning("ipy_memory: fire_exchange() ignored: %s", exc)
             return False
         return self._background().put(("exchange", (session_id, messages, kw)), self.fire_put_timeout)
+
+    def _fire_call(self, fn, what: str) -> bool:
+        """Queue `fn(engine)` on the writer thread, `engine` being the writer's own (its indexes are
+        not this engine's); False if not queued. `fn` handles its own failures."""
+        try:
+            self._check_fire({})
+        except InvalidArgument as exc:
+            log.warning("ipy_memory: %s ignored: %s", what, exc)
+            return False
+        return self._background().put(("call", (what, fn)), self.fire_put_timeout)
 
     def _check_fire(self, kw: dict) -> None:
         if getattr(self, "_closed", True):

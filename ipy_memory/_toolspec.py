@@ -136,7 +136,8 @@ class ToolSpec:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
-    requires: str | None = None   # engine method that must exist for the tool to be offered
+    requires: str | None = None   # an optional engine method it calls: the tool is offered where it exists
+    calls: str | None = None      # the engine method it calls otherwise (every engine has it)
 
     def input_schema(self, *, strict: bool = False) -> dict:
         props = {k: p.schema(strict=strict) for k, p in self.params.items()}
@@ -152,7 +153,7 @@ class ToolSpec:
         return callable(getattr(engine, self.requires, None))
 
     def validate(self, arguments: dict) -> dict:
-        unknown = sorted(set(arguments) - set(self.params))
+        unknown = sorted(map(str, set(arguments) - set(self.params)))     # (a key may be no str)
         if unknown:
             raise InvalidArgument(f"unknown argument(s) {', '.join(unknown)}; {self.name} takes "
                                   f"{', '.join(self.params) or 'no arguments'}")

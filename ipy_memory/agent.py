@@ -13,6 +13,7 @@ turn itself, and the reason shows in `stats()["compat"]`.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
@@ -41,6 +42,12 @@ def _text_of(content) -> str:
                          if isinstance(p, str) or (isinstance(p, dict) and p.get("type") in
                                                    ("text", "input_text", "output_text")))
     return ""
+
+
+def _text_part_type(parts: list) -> str:
+    """'input_text' for the Responses API's input parts (it refuses 'text' there), else 'text'."""
+    types = {p.get("type") for p in parts if isinstance(p, dict)}
+    return "input_text" if "input_text" in types and "text" not in types else "text"
 
 
 def is_recall_message(msg) -> bool:
@@ -150,6 +157,7 @@ class AutoRecall:
         self._degraded: str | None = None
         self._capture_error: str | None = None
         self._captured = Captured()
+        self._capture_lock = threading.Lock()      # what is new, its write and its mark: one step
         self.last_injection: Injection | None = None
         self.last_skip: str | None = None
 
@@ -215,8 +223,9 @@ class AutoRecall:
             _remember(self._s.injections, inj.id, inj)
             self._s.counts["injections"] += 1
             self.last_injection = inj
-        msg = {"role": "user", "content": block if isinstance(out[idx].get("content"), str)
-               else [{"type": "text", "text": block}]}
+        human = out[idx].get("content")
+        msg = {"role": "user", "content": block if isinstance(human, str)
+               else [{"type": _text_part_type(human), "text": block}]}
         if self.tag == "source":
             msg["source"] = {**SOURCE, "id": inj.id}
         elif self.tag == "name":
@@ -336,12 +345,13 @@ class AutoRecall:
     def capture(self, messages: list, *, session_id: str, background: bool = False, **kw):
         """Store the turn's new messages with engine.remember_exchange; secrets are redacted.
 
-        `messages` is the whole conversation so far: what this AutoRecall stored for `session_id` before
-        (the longest prefix it has seen) is not stored again, nor are recall messages and system /
-        developer prompts. `kw`: remember_exchange's scope, project, importance, ttl, metadata.
+        `messages` is the conversation so far, whole or trimmed to its latest messages: what this AutoRecall
+        stored for `session_id` before is not stored again, nor are recall messages and system / developer
+        prompts. `kw`: remember_exchange's scope, project, importance, ttl, metadata. A failed store
+        (logged; see stats()["compat"]) marks nothing stored: the next capture tries those messages again.
         Returns the RememberResult (True/False when queued: background=True, or while a timed-out
-        recall is still running), or None when capture is off,
-        there was nothing worth storing, or the store failed (logged; see stats()["compat"])."""
+        recall is still running), or None when capture is off, there was nothing worth storing, or the
+        store failed."""
         _check_messages(messages)
         session_id = v.text(session_id, "session_id", max_chars=256)
         background = v.flag(background, "background")
@@ -354,34 +364,46 @@ class AutoRecall:
         # nor are system / developer prompts (instructions, sent again every turn)
         own = [m for m in messages if "role" in m and m["role"] not in ("system", "developer")
                and not is_recall_message(m)]
-        own, prints = self._captured.new(session_id, own)      # the turns stored before are not stored again
-        if not own:
+        if not self._captured.new(session_id, own)[0]:        # the turns stored before are not stored again
             return None
         if background or (self._inflight is not None and self._inflight.is_alive()):
             # an abandoned recall may still be reading the engine's indexes: the background
-            # writer has its own, so writing through it cannot race that recall
-            queued = self.engine.fire_exchange(session_id, own, **kw)
-            if queued:
-                self._captured.mark(session_id, prints)
-            return queued
-        try:
-            result = self.engine.remember_exchange(session_id, own, **kw)
-        except InvalidArgument as exc:
-            if "no non-trivial" in str(exc):     # an exchange of acknowledgements only
-                self._captured.mark(session_id, prints)
+            # writer has its own, so writing through it cannot race that recall. What is new is
+            # worked out there, when the write runs: turns queued before it are stored by then.
+            own, kw = copy.deepcopy(own), {"project": self.engine.project, **copy.deepcopy(kw)}   # as of now
+            return self.engine._fire_call(lambda engine: self._store(engine, session_id, own, kw, background=True),
+                                          "capture")
+        return self._store(self.engine, session_id, own, kw, background=False)
+
+    def _store(self, engine, session_id: str, messages: list, kw: dict, *, background: bool):
+        """Store what of `messages` is new, and only then mark it stored: a failed write is tried again
+        with the next turn's capture."""
+        with self._capture_lock:
+            own, prints = self._captured.new(session_id, messages)
+            if not own:
                 return None
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed capture must not fail the turn
-            with self._lock:
-                self._s.counts["capture_errors"] += 1
-                self._capture_error = f"{type(exc).__name__}: {exc}"
-            log.warning("ipy_memory: capture failed: %s", exc)
-            return None
-        self._captured.mark(session_id, prints)
+            try:
+                result = engine.remember_exchange(session_id, own, **kw)
+            except InvalidArgument as exc:
+                if "no non-trivial" in str(exc):     # an exchange of acknowledgements only
+                    self._captured.mark(session_id, prints)
+                    return None
+                if not background:
+                    raise                            # the caller's own mistake, told at once
+                failure = exc
+            except Exception as exc:  # noqa: BLE001 - a failed capture must not fail the turn
+                failure = exc
+            else:
+                self._captured.mark(session_id, prints)
+                with self._lock:
+                    self._s.counts["captures"] += 1
+                    self._capture_error = None
+                return result
         with self._lock:
-            self._s.counts["captures"] += 1
-            self._capture_error = None
-        return result
+            self._s.counts["capture_errors"] += 1
+            self._capture_error = f"{type(failure).__name__}: {failure}"
+        log.warning("ipy_memory: capture failed: %s", failure)
+        return None
 
 
 __all__ = ["AutoRecall", "Injection", "DEFAULT_ACKS", "DEFAULT_SKIP_PATTERNS", "SOURCE", "ack_pattern",

@@ -24,6 +24,7 @@ from ._shards import Shards
 from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
 from .embeddings import Embedder, get_embedder, installed_local_preset
+from .embeddings.base import StandIn
 from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
 from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
@@ -101,6 +102,10 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
 
     def _open_embedder(self, embedder) -> Embedder:
         recorded = self.store.get_meta("embedder")
+        if embedder == "recorded":          # the store's own, by name only (see StandIn)
+            if recorded is not None:
+                return StandIn(recorded, int(self.store.get_meta("dim")))
+            embedder = None
         preset = embedder if isinstance(embedder, str) else None
         if embedder is None:
             preset = _env("EMBED_PRESET") or self.store.get_meta("embedder_preset") or "hash"

@@ -121,7 +121,7 @@ register(ToolSpec(
      "limit": Param("integer", "Maximum number of excerpts.", 10, minimum=1, maximum=50),
      "max_tokens": Param("integer", "Token budget for the whole block (optional).", minimum=1, maximum=100_000),
      "path": Param("string", "Only sections under this heading path, e.g. 'Setup/Env'.", max_length=1000)},
-    _search, read_only=True, idempotent=True))
+    _search, read_only=True, idempotent=True, calls="recall"))
 
 register(ToolSpec(
     "memory_remember", "Remember",
@@ -138,12 +138,12 @@ register(ToolSpec(
      "replace": Param("string", "Id of a memory ('m-0123456789abcdef', not a section) to overwrite with this content.",
                       pattern=MEMORY_ID)},
     # destructive: `replace` overwrites a memory; idempotent: the same content again is recognised, not stored twice
-    _remember, destructive=True, idempotent=True))
+    _remember, destructive=True, idempotent=True, calls="remember"))
 
 register(ToolSpec(
     "memory_forget", "Forget a memory",
     "Delete a memory (or one section of it) permanently, by the id shown in search or list results.",
-    {"id": _ID}, _forget, destructive=True, idempotent=True))
+    {"id": _ID}, _forget, destructive=True, idempotent=True, calls="forget"))
 
 register(ToolSpec(
     "memory_list", "List memories",
@@ -153,12 +153,12 @@ register(ToolSpec(
                     enum=SEARCH_SCOPES),
      "limit": Param("integer", "Page size.", 50, minimum=1, maximum=200),
      "offset": Param("integer", "How many to skip.", 0, minimum=0, maximum=10**12)},
-    _list, read_only=True, idempotent=True))
+    _list, read_only=True, idempotent=True, calls="list_memories"))
 
 register(ToolSpec(
     "memory_stats", "Memory statistics",
     "Counts and sizes of the memory store, per tier and per space.",
-    {}, _stats, read_only=True, idempotent=True))
+    {}, _stats, read_only=True, idempotent=True, calls="stats"))
 
 register(ToolSpec(
     "memory_dream", "Consolidate memory",
@@ -225,10 +225,12 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     """Validate `arguments` (a dict or a JSON string; null means the default) and run tool `name` on `engine`.
 
     Never raises for a bad tool name, bad arguments or engine errors: those come back as a ToolResult with
-    is_error=True and a message saying what to pass (only a bad `prefix`, the caller's own setting, raises
-    InvalidArgument). `metadata` is attached to stored memories (default {"source": "tool"}).
+    is_error=True and a message saying what to pass (only a bad `prefix` or `engine`, the caller's own
+    settings, raise InvalidArgument). `metadata` is attached to stored memories (default {"source": "tool"}).
     """
     prefix = _check_prefix(prefix)
+    if engine is None:
+        raise InvalidArgument("engine must be a MemoryEngine, not None")
     shown = name if isinstance(name, str) else repr(name)
     if isinstance(name, str) and prefix and name.startswith(prefix):
         name = name[len(prefix):]
@@ -236,6 +238,8 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     if spec is None or not spec.available(engine):
         names = ", ".join(prefix + t.name for t in available_tools(engine))
         return _error(shown, f"unknown tool {shown}; available: {names}", "UnknownTool")
+    if not callable(getattr(engine, spec.calls or spec.requires, None)):
+        raise InvalidArgument(f"engine must be a MemoryEngine (it has no {spec.calls}()), not {type(engine).__name__}")
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}

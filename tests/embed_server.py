@@ -71,7 +71,7 @@ class EmbedServer:
         self.stall_delay = 0.0
         self.stall_seconds = 3.0
         self.bomb_mb = 64
-        self.requests: list[dict] = []    # one {"path", "headers", "json"} per request received
+        self.requests: list[dict] = []    # one {"path", "query", "headers", "json"} per request received
         self.in_flight = 0
         self.max_in_flight = 0
         self._plan: deque[str] = deque()
@@ -120,10 +120,11 @@ class EmbedServer:
 
     # -- answers ------------------------------------------------------------------------------------
 
-    def answer(self, path: str, headers: dict, body: dict) -> tuple[int, dict, bytes] | None:
+    def answer(self, path: str, headers: dict, body: dict, query: str = "") -> tuple[int, dict, bytes] | None:
         behaviour = self._next()
         with self._lock:
-            self.requests.append({"path": path, "headers": headers, "json": body, "behaviour": behaviour})
+            self.requests.append({"path": path, "query": query, "headers": headers, "json": body,
+                                  "behaviour": behaviour})
         if behaviour == "drop":
             return None
         if behaviour == "slow":
@@ -215,7 +216,8 @@ def _handler_for(server: EmbedServer):
         def do_POST(self):  # noqa: N802 - http.server's naming
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path not in (OPENAI_PATH, DASHSCOPE_PATH, OLLAMA_PATH):
+            path, _, query = self.path.partition("?")       # routed by path; a query is kept in `requests`
+            if path not in (OPENAI_PATH, DASHSCOPE_PATH, OLLAMA_PATH):
                 return self._send(404, {}, b'{"error": "404 page not found"}')
             try:
                 body = json.loads(raw)
@@ -225,7 +227,7 @@ def _handler_for(server: EmbedServer):
                 server.in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server.in_flight)
             try:
-                result = server.answer(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                result = server.answer(path, {k.lower(): v for k, v in self.headers.items()}, body, query)
             finally:
                 with server._lock:
                     server.in_flight -= 1

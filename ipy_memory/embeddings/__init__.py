@@ -11,6 +11,8 @@ local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (whi
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from typing import Callable
 
 from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
@@ -37,7 +39,29 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
     if not isinstance(preset, str) or preset not in PRESETS:
         raise InvalidArgument(f"unknown embedder preset {preset!r}: use one of {sorted(PRESETS)} "
                               "or pass an Embedder instance")
-    return PRESETS[preset](**options)
+    factory = PRESETS[preset]
+    takes = _options(getattr(factory, "builds", factory))     # (a built-in preset: the class it makes)
+    unknown = sorted(set(options) - takes) if takes is not None else []
+    if unknown:
+        raise InvalidArgument(f"embedder preset {preset!r} has no option {', '.join(unknown)}; it takes "
+                              f"{', '.join(sorted(takes)) or 'no options'}")
+    return factory(**options)
+
+
+def _options(target) -> set[str] | None:
+    """The keyword options a class (its __init__ and those it passes **options on to) or a function
+    takes; None when that cannot be told."""
+    names: set[str] = set()
+    for fn in ([k.__dict__["__init__"] for k in inspect.getmro(target) if "__init__" in k.__dict__]
+               if isinstance(target, type) else [target]):
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):     # a builtin without a signature
+            return None
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self"}
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            return names
+    return None
 
 
 def _checked(emb: Embedder) -> Embedder:
@@ -51,27 +75,23 @@ def _checked(emb: Embedder) -> Embedder:
     return emb
 
 
-register_preset("hash", lambda dim=384, **_: HashEmbedder(dim=dim))
+register_preset("hash", HashEmbedder)
 
 
 # The factories import their module on first use. onnxruntime loaded after usearch crashes the process,
 # also when the user imports it for another model: it is imported just before usearch (_native.py).
-def _local(**options) -> Embedder:
-    from .local import MiniLMEmbedder
-    return MiniLMEmbedder(**options)
+class _Lazy:
+    """A preset whose module is imported on first use; `builds` is the class (for its options)."""
 
+    def __init__(self, module: str, class_name: str):
+        self.module, self.class_name = module, class_name
 
-def _local_e5(**options) -> Embedder:
-    from .local import E5Embedder
-    return E5Embedder(**options)
+    @property
+    def builds(self) -> type:
+        return getattr(importlib.import_module(self.module, __name__), self.class_name)
 
-
-def _remote(class_name: str) -> Callable[..., Embedder]:
-    def factory(**options) -> Embedder:
-        from . import remote
-        return getattr(remote, class_name)(**options)
-    factory.__name__ = class_name
-    return factory
+    def __call__(self, **options) -> Embedder:
+        return self.builds(**options)
 
 
 def installed_local_preset() -> str | None:
@@ -80,9 +100,9 @@ def installed_local_preset() -> str | None:
     return find()
 
 
-register_preset("local", _local)
-register_preset("local-e5", _local_e5)
-register_preset("openai", _remote("OpenAIEmbedder"))
-register_preset("dashscope", _remote("DashScopeEmbedder"))
-register_preset("ollama", _remote("OllamaEmbedder"))
+register_preset("local", _Lazy(".local", "MiniLMEmbedder"))
+register_preset("local-e5", _Lazy(".local", "E5Embedder"))
+register_preset("openai", _Lazy(".remote", "OpenAIEmbedder"))
+register_preset("dashscope", _Lazy(".remote", "DashScopeEmbedder"))
+register_preset("ollama", _Lazy(".remote", "OllamaEmbedder"))
 

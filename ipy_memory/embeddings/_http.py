@@ -43,10 +43,13 @@ _MAX_RESPONSE_BYTES = 256 << 20
 _DIM_IF_UNKNOWN = 16384   # above any common embedding model's, until the first answer tells
 
 
+_SHORT_KEY = 8
+
+
 class _Secret:
     """An API key that never shows itself in a repr, a str or a traceback's locals."""
 
-    __slots__ = ("value", "_forms")
+    __slots__ = ("value", "_forms", "_mask")
 
     def __init__(self, value: str | None):
         self.value = value or None
@@ -54,12 +57,16 @@ class _Secret:
         # URL-encoded. Longest first, so a form is never half-replaced by a shorter one inside it.
         forms = {value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value)[1:-1].replace("/", "\\/"),
                  quote(value, safe=""), quote(value), quote_plus(value)} if value else set()
-        self._forms = sorted(forms, key=len, reverse=True)
+        # A key this short is a local server's placeholder ("ollama", "lm-studio" is 9), no secret, and
+        # the word may mean something else in a message ("ollama embeddings"): only "Bearer <key>" goes.
+        prefix = "Bearer " if value and len(value) < _SHORT_KEY else ""
+        self._forms = [prefix + f for f in sorted(forms, key=len, reverse=True)]
+        self._mask = prefix + "***"
 
     def scrub(self, text: str) -> str:
         """``text`` with every spelling of the key replaced by ``***``."""
         for form in self._forms:
-            text = text.replace(form, "***")
+            text = text.replace(form, self._mask)
         return text
 
     def __repr__(self) -> str:
@@ -286,9 +293,11 @@ class HttpEmbedder(Embedder):
 
     def _endpoint_url(self, base_url) -> tuple[str, str]:
         example = getattr(self, "default_base_url", "https://api.example.com/v1")
-        base = check_text(self.provider, "base_url", base_url, example).rstrip("/")
-        try:
-            url = httpx.URL(base if base.endswith(self.endpoint) else base + self.endpoint)
+        base = check_text(self.provider, "base_url", base_url, example)
+        try:     # the endpoint goes on the path: a query (Azure's ?api-version=...) stays the query
+            url = httpx.URL(base)
+            path = url.path.rstrip("/")
+            url = url.copy_with(path=path if path.endswith(self.endpoint) else path + self.endpoint)
         except (httpx.InvalidURL, TypeError, ValueError):
             url = None
         if url is None or url.scheme not in ("http", "https") or not url.host:

@@ -78,3 +78,18 @@ def _check_texts(texts) -> list[str]:
         if not isinstance(t, str):
             raise InvalidArgument(f"embed() takes strings, got {type(t).__name__}")
     return list(texts)
+
+
+class StandIn(Embedder):
+    """The embedder a store records, by name and dimension only, for work that embeds nothing (list,
+    stats, backup, forget): opened with ``embedder="recorded"``, a store built on a server or with a key
+    opens without either. Embedding through it raises EmbeddingError."""
+
+    def __init__(self, name: str, dim: int):
+        self.name, self.dim = name, dim
+        self.semantic = not name.startswith("hash-")       # every preset but the hashing one is a model
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        raise EmbeddingError(f"{self.name}: this engine was opened with embedder='recorded', which embeds "
+                             "nothing: open the store with its embedder to store or recall")
+

@@ -15,7 +15,8 @@ import threading
 
 import numpy as np
 
-from .. import _kernels, _pages, _text
+from .. import _kernels, _pages, _text, _validate
+from ..errors import InvalidArgument
 from .base import Embedder
 
 @functools.lru_cache(maxsize=None)
@@ -47,8 +48,12 @@ class HashEmbedder(Embedder):
     cheap = True
 
     def __init__(self, dim: int = 384, *, char_ngrams: tuple[int, ...] = (3, 4, 5), cache_size: int = 500_000):
-        self.dim = int(dim)
-        self.char_ngrams = tuple(char_ngrams)
+        self.dim = _validate.integer(dim, "HashEmbedder dim", 1, 65_536)
+        if not isinstance(char_ngrams, (tuple, list)) or not char_ngrams:
+            raise InvalidArgument(f"HashEmbedder char_ngrams must be a tuple of lengths such as (3, 4, 5), "
+                                  f"not {char_ngrams!r}")
+        self.char_ngrams = tuple(_validate.integer(n, "HashEmbedder char_ngrams", 1, 32) for n in char_ngrams)
+        _validate.integer(cache_size, "HashEmbedder cache_size", 0, 1 << 40)
         self.name = f"hash-v1-{self.dim}"
         self._cache_size = cache_size
         self._grams: dict[str, int] = {}       # a new word mostly reuses n-grams of words seen before
