@@ -313,9 +313,12 @@ class Store:
     def max_seq(self) -> int:
         return self.query("SELECT COALESCE(max(seq), 0) FROM changes")[0][0]
 
-    def data_version(self) -> int:
+    def data_version(self) -> tuple[int, int]:
+        """Changes whenever a commit may have changed the database. SQLite's data_version only counts
+        other connections' commits; this one's are counted by the rows it changed (an own write whose
+        sync was interrupted after the commit must not look as seen)."""
         with self.lock:
-            return self.db.execute("PRAGMA data_version").fetchone()[0]
+            return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
     def close(self) -> None:
         with self.lock:
