@@ -239,8 +239,10 @@ class Store:
             db.execute("DROP INDEX IF EXISTS documents_space_hash")
             # identifies this database to the index snapshots beside it (a restored backup is another store)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(8))))")
-            # a restored backup in use is a store, which backup() may no longer replace (_backup.py)
-            db.execute("DELETE FROM meta WHERE key = 'backup_of'")
+            # a restored backup in use is a store, which backup() may no longer replace (_backup.py), and
+            # one of its own: snapshots saved after an earlier restore of the same file hold another history
+            if db.execute("DELETE FROM meta WHERE key = 'backup_of'").rowcount:
+                db.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
 
     # ------------------------------------------------------------------------------ transactions
     @contextmanager

@@ -1,5 +1,8 @@
-"""Storage review findings: an interrupted sync or write leaves nothing out of the indexes. The
-interrupts land through hooks, not timing."""
+"""Storage review findings: an interrupted sync or write leaves nothing out of the indexes; each
+restore of one backup file is a store of its own for the index snapshots. The interrupts land
+through hooks, not timing."""
+
+import shutil
 
 import pytest
 
@@ -57,3 +60,49 @@ def test_write_interrupted_before_its_own_sync_is_applied_later(data_dir, monkey
         mem.remember("a memory about geckos")
     assert top(mem, "geckos") == "a memory about geckos"
     mem.close()
+
+
+# ---------------------------------------------------------------------------- restored backups
+def test_each_restore_of_a_backup_is_another_store_for_the_snapshots(tmp_path, small_snapshots):
+    live, copy = tmp_path / "live", tmp_path / "backup.sqlite3"
+    with MemoryEngine(live, project="p", session="s") as mem:
+        mem.remember_many([{"content": f"base note {i} about topic{i}", "force": True} for i in range(5)])
+        mem.backup(copy)
+
+    def restore():
+        for suffix in ("", "-wal", "-shm"):
+            (live / f"memory.sqlite3{suffix}").unlink(missing_ok=True)
+        shutil.copy(copy, live / "memory.sqlite3")
+
+    restore()
+    with MemoryEngine(live, project="p", session="s") as mem:      # its close saves the space's snapshot
+        mem.remember_many([{"content": f"first history {i} about xylophone{i}", "force": True} for i in range(5)])
+        assert top(mem, "xylophone1") == "first history 1 about xylophone1"
+        first_id = mem.store.get_meta("store_id")
+    restore()
+    with MemoryEngine(live, project="p", session="s") as mem:
+        # the log passes the first history's snapshot, whose node keys are now other rows
+        mem.remember_many([{"content": f"second history {i} about trombone{i}", "force": True} for i in range(3)])
+        mem.remember_many([{"content": f"global filler {i}", "scope": "global", "force": True} for i in range(10)])
+        assert top(mem, "trombone1") == "second history 1 about trombone1"
+        assert not any("history" in t for t in texts(mem, "xylophone1"))
+        assert mem.store.get_meta("store_id") != first_id
+
+
+def test_a_store_keeps_its_id_and_a_backup_gets_one_at_its_first_open(tmp_path):
+    live, copy = tmp_path / "live", tmp_path / "backup.sqlite3"
+    with MemoryEngine(live, project="p", session="s") as mem:
+        mem.remember("a memory")
+        own = mem.store.get_meta("store_id")
+        mem.backup(copy)
+    with MemoryEngine(live, project="p", session="s") as mem:
+        assert mem.store.get_meta("store_id") == own
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    shutil.copy(copy, restored / "memory.sqlite3")
+    ids = []
+    for _ in range(2):
+        with MemoryEngine(restored, project="p", session="s") as mem:
+            ids.append(mem.store.get_meta("store_id"))
+            assert mem.store.get_meta("backup_of") is None
+    assert ids[0] == ids[1] != own
