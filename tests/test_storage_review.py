@@ -1,12 +1,14 @@
 """Storage review findings: an interrupted sync or write leaves nothing out of the indexes; each
-restore of one backup file is a store of its own for the index snapshots. The interrupts land
+restore of one backup file is a store of its own for the index snapshots; reembed() stages what
+another kernel stores just before its swap. The interrupts and the other kernel's writes land
 through hooks, not timing."""
 
 import shutil
 
 import pytest
 
-from ipy_memory import MemoryEngine, _shards
+from ipy_memory import MemoryEngine, _reembed, _shards
+from ipy_memory.embeddings.hashing import HashEmbedder
 
 
 def texts(mem, query):
@@ -106,3 +108,36 @@ def test_a_store_keeps_its_id_and_a_backup_gets_one_at_its_first_open(tmp_path):
             ids.append(mem.store.get_meta("store_id"))
             assert mem.store.get_meta("backup_of") is None
     assert ids[0] == ids[1] != own
+
+
+# ---------------------------------------------------------------------------- reembed
+def _late_writer(a, b, every_time: bool):
+    """`a.store.query` hooked: whenever re-embedding finds nothing left to stage, `b` (another
+    kernel) stores a memory before the swap begins."""
+    late = []
+    real = a.store.query
+
+    def query(sql, params=()):
+        rows = real(sql, params)
+        if "vectors_next" in sql and "LIMIT" in sql and not rows and (every_time or not late):
+            late.append(b.remember(f"a late memory {len(late)} about kangaroos", force=True).id)
+        return rows
+    a.store.query = query
+    return late
+
+
+@pytest.mark.parametrize("every_time", [False, True], ids=["once", "at-every-try"])
+def test_reembed_stages_what_another_kernel_stores_before_the_swap(data_dir, every_time):
+    a = MemoryEngine(data_dir, project="p", session="s")
+    a.remember_many([f"note {i} about subject{i}" for i in range(20)])
+    b = MemoryEngine(data_dir, project="p", session="s")
+    late = _late_writer(a, b, every_time)
+    new = HashEmbedder(dim=256)
+    a.reembed(new, progress=False)
+    assert len(late) == (_reembed._SWAP_TRIES if every_time else 1)       # the last one staged under the lock
+    rows = a.store.query("SELECT n.key, length(v.vec) FROM nodes n LEFT JOIN vectors v ON v.node_key = n.key")
+    assert len(rows) == 20 + len(late) and {size for _, size in rows} == {2 * 256}
+    assert a.store.query("SELECT count(*) FROM vectors_next")[0][0] == 0
+    assert [h.document_id for h in a.recall("late memory 0 kangaroos", limit=1)] == [late[0].split("#")[0]]
+    a.close()
+    b.close()
