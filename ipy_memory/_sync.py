@@ -40,8 +40,9 @@ class SyncMixin:
         if not force and version == self._version:
             return
         floor = self.store.get_meta("changes_floor")
-        if floor is not None and int(floor) > self.seq + 1:
-            # compaction trimmed changes this engine never applied: reload what it holds
+        if floor is not None and int(floor) > self.seq:
+            # compaction trimmed changes this engine never applied (the floor is the last seq trimmed,
+            # self.seq the last applied): reload what it holds
             self.loaded.clear()
             self.seq, self._version = self.store.max_seq(), version
             return

@@ -1,9 +1,10 @@
 """Storage review findings: an interrupted sync or write leaves nothing out of the indexes; each
 restore of one backup file is a store of its own for the index snapshots; reembed() stages what
-another kernel stores just before its swap. The interrupts and the other kernel's writes land
-through hooks, not timing."""
+another kernel stores just before its swap; a kernel that missed exactly one trimmed change
+reloads. The interrupts and the other kernel's writes land through hooks, not timing."""
 
 import shutil
+import time
 
 import pytest
 
@@ -139,5 +140,22 @@ def test_reembed_stages_what_another_kernel_stores_before_the_swap(data_dir, eve
     assert len(rows) == 20 + len(late) and {size for _, size in rows} == {2 * 256}
     assert a.store.query("SELECT count(*) FROM vectors_next")[0][0] == 0
     assert [h.document_id for h in a.recall("late memory 0 kangaroos", limit=1)] == [late[0].split("#")[0]]
+    a.close()
+    b.close()
+
+
+# ---------------------------------------------------------------------------- change-log trim
+def test_a_kernel_that_missed_one_trimmed_change_reloads(data_dir):
+    now = [time.time()]
+    a = MemoryEngine(data_dir, project="p", session="s", clock=lambda: now[0])
+    a.remember("alpha bravo charlie first memory")
+    b = MemoryEngine(data_dir, project="p", session="s")          # idle across the two compactions
+    assert texts(b, "alpha bravo")
+    a.remember("zebra quokka platypus second memory")             # the one change b has not applied
+    a.compact()
+    now[0] += 8 * 86400
+    a.compact()                                                   # trims the log up to that change
+    assert int(a.store.get_meta("changes_floor")) == b.shards.seq + 1
+    assert top(b, "zebra quokka platypus") == "zebra quokka platypus second memory"
     a.close()
     b.close()
