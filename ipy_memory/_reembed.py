@@ -2,7 +2,8 @@
 
 ``reembed(new)`` embeds every node with the new model into a staging table, batch by batch (each
 batch its own transaction, so an interrupted run resumes where it stopped), then swaps the staged
-vectors in with one transaction. Until that swap, recall keeps using the old vectors.
+vectors in with one transaction, which first stages what other kernels stored meanwhile. Until that
+swap, recall keeps using the old vectors.
 """
 
 from __future__ import annotations
@@ -19,10 +20,30 @@ from .errors import InvalidArgument
 from .store import decode_vecs, encode_vec
 
 _STAGING = "CREATE TABLE IF NOT EXISTS vectors_next (node_key INTEGER PRIMARY KEY, vec BLOB NOT NULL)"
+_STAGE = "INSERT OR REPLACE INTO vectors_next VALUES (?, ?)"
+_SWAP_TRIES = 3     # times the swap lets go of the lock to stage late nodes before staging them under it
 
 
 def _text_hash(text: str) -> str:
     return sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _swap(db, new: Embedder, preset: str | None) -> int:
+    """In the transaction that checked nothing is left to stage: the staged vectors replace the
+    store's, and `new` becomes its embedder. Returns the new epoch."""
+    db.execute("DELETE FROM vectors_next WHERE node_key NOT IN (SELECT key FROM nodes)")
+    db.execute("DELETE FROM vectors")
+    db.execute("INSERT INTO vectors SELECT node_key, vec FROM vectors_next")
+    db.execute("DELETE FROM vectors_next")
+    db.execute("DELETE FROM meta WHERE key = 'reembed_target'")
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)", (new.name, str(new.dim)))
+    if preset:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder_preset', ?)", (preset,))
+    else:
+        db.execute("DELETE FROM meta WHERE key = 'embedder_preset'")
+    epoch = int(db.execute("SELECT COALESCE((SELECT value FROM meta WHERE key = 'epoch'), 0)").fetchone()[0]) + 1
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (str(epoch),))
+    return epoch
 
 
 def _progress(total: int, enabled: bool, desc: str):
@@ -112,37 +133,34 @@ class EmbeddingMixin:
                     "(SELECT m.body FROM nodes m WHERE m.document_id = n.document_id AND m.ord = n.ord - 1), "
                     "(SELECT m.body FROM nodes m WHERE m.document_id = n.document_id AND m.ord = n.ord + 1) "
                     "FROM nodes n JOIN documents d ON d.id = n.document_id "
-                    "WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key")
+                    "WHERE n.key NOT IN (SELECT node_key FROM vectors_next) ORDER BY n.key LIMIT ?")
         from ._ingest import embedding_text     # (the write path's module: loaded by the first write)
         context = self.settings.embed_context_chars if new.semantic else 0
         total = self.store.query("SELECT count(*) FROM nodes")[0][0]
         done = self.store.query("SELECT count(*) FROM vectors_next")[0][0]
         bar = _progress(total, progress, f"re-embedding with {new.name}")
         bar.update(done)
+
+        def embedded(rows) -> list[tuple[int, bytes]]:
+            vecs = new.embed([embedding_text(p, b, t, pb, nb, context) for _, p, b, t, pb, nb in rows])
+            bar.update(len(rows))
+            return [(r[0], encode_vec(x)) for r, x in zip(rows, vecs)]
+
         try:
-            while True:
-                rows = self.store.query(todo_sql + " LIMIT ?", (batch_size,))
-                if not rows:
-                    break
-                vecs = new.embed([embedding_text(p, b, t, pb, nb, context) for _, p, b, t, pb, nb in rows])
-                with self.store.write() as db:
-                    db.executemany("INSERT OR REPLACE INTO vectors_next VALUES (?, ?)",
-                                   [(r[0], encode_vec(x)) for r, x in zip(rows, vecs)])
-                bar.update(len(rows))
-            with self.store.write() as db:        # the swap: old vectors served until this commits
-                db.execute("DELETE FROM vectors_next WHERE node_key NOT IN (SELECT key FROM nodes)")
-                db.execute("DELETE FROM vectors")
-                db.execute("INSERT INTO vectors SELECT node_key, vec FROM vectors_next")
-                db.execute("DELETE FROM vectors_next")
-                db.execute("DELETE FROM meta WHERE key = 'reembed_target'")
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?), ('dim', ?)", (new.name, str(new.dim)))
-                preset = embedder if isinstance(embedder, str) else None
-                if preset:
-                    db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder_preset', ?)", (preset,))
-                else:
-                    db.execute("DELETE FROM meta WHERE key = 'embedder_preset'")
-                epoch = int(db.execute("SELECT COALESCE((SELECT value FROM meta WHERE key = 'epoch'), 0)").fetchone()[0])
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('epoch', ?)", (str(epoch + 1),))
+            for tries_left in reversed(range(_SWAP_TRIES)):
+                while rows := self.store.query(todo_sql, (batch_size,)):
+                    staged = embedded(rows)
+                    with self.store.write() as db:
+                        db.executemany(_STAGE, staged)
+                with self.store.write() as db:        # the swap: old vectors served until this commits
+                    # nodes another kernel stored after the last batch was read would lose their vectors:
+                    # staged first, as above (this transaction ends unused), or at the last try here
+                    if tries_left and db.execute(todo_sql, (1,)).fetchone():
+                        continue
+                    while rows := db.execute(todo_sql, (batch_size,)).fetchall():
+                        db.executemany(_STAGE, embedded(rows))
+                    epoch = _swap(db, new, embedder if isinstance(embedder, str) else None)
+                break
         finally:
             bar.close()
         old = self.embedder
@@ -151,7 +169,7 @@ class EmbeddingMixin:
             for f in (self.data_dir / "index").glob(pattern):
                 f.unlink(missing_ok=True)
         self.shards = self._new_shards()
-        self._epoch = epoch + 1
+        self._epoch = epoch
         self.__dict__.pop("_query_cache", None)
         old.close()
         return {"embedder": new.name, "dim": new.dim, "nodes": total}

@@ -23,17 +23,16 @@ import numpy as np
 from ._digests import sha1
 from ._log import log
 from ._npz import DamagedSnapshot, LaterChecks, load_npz, remove_stale_temps, replace_npz
+from ._sync import VECTOR_ROWS, SyncMixin
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
-from .store import NODE_SELECT, Store, decode_half, decode_vecs
+from .store import NODE_SELECT, Store, decode_vecs
 from .vectors import VectorShard
 
 
 SNAPSHOT_MIN_NODES = 256       # rebuilding from SQLite re-tokenises ~5k nodes/s; a snapshot loads in ms
 _DAMAGED = (OSError, ValueError, KeyError, EOFError)        # _npz.DamagedSnapshot is a ValueError
 _SUFFIXES = (".lex.npz", ".vec.npz", ".usearch", ".usearch.orphans.npy")
-_VECTOR_ROWS = ("SELECT v.node_key, v.vec, d.tier FROM vectors v JOIN nodes n ON n.key = v.node_key "
-                "JOIN documents d ON d.id = n.document_id WHERE ")
 
 
 def node_row(r) -> NodeRow:
@@ -61,7 +60,7 @@ class Shard:
         return self._vec is not None
 
 
-class Shards:
+class Shards(SyncMixin):
     def __init__(self, store: Store, dim: int, settings: Settings, index_dir: Path, *, graph: bool = True,
                  hot_tier=lambda: "hot", clock=time.time):
         self.store, self.dim, self.s, self.dir, self.graph = store, dim, settings, index_dir, graph
@@ -248,7 +247,7 @@ class Shards:
             vec, dirty = loaded
         else:
             vec = self._new_vectors()
-            self._add_vector_rows(vec, self.store.query(_VECTOR_ROWS + "d.space = ?", (space,)), build=False)
+            self._add_vector_rows(vec, self.store.query(VECTOR_ROWS + "d.space = ?", (space,)), build=False)
             dirty = len(vec) >= SNAPSHOT_MIN_NODES
         if vec.graph_allowed and vec.hot_count >= self.s.exact_threshold:
             graph_file = self.graph_path(space)
@@ -256,122 +255,6 @@ class Shards:
                 vec.build_graph()
                 return vec, True
         return vec, dirty
-
-    # ------------------------------------------------------------------------------ syncing
-    def sync(self, force: bool = False, own: dict | None = None) -> None:
-        """Apply changes other engines (or this one) committed since the last sync. `own`: the nodes
-        this engine has just written, {key: (NodeRow, vector)}: when they are all that changed, the
-        indexes take them as they are instead of reading them back (8% of a bulk insert's time was
-        that read)."""
-        if self.checks.busy:          # left by a recall, or a call that failed
-            self.settle()
-        version = self.store.data_version()
-        if not force and version == self._version:
-            return
-        self._version = version
-        floor = self.store.get_meta("changes_floor")
-        if floor is not None and int(floor) > self.seq + 1:
-            # compaction trimmed changes this engine never applied: reload what it holds
-            self.loaded.clear()
-            self.seq = self.store.max_seq()
-            return
-        changes = self.store.query("SELECT seq, op, node_key, space FROM changes WHERE seq > ? ORDER BY seq", (self.seq,))
-        if not changes:
-            return
-        self.seq = changes[-1][0]
-        if own and all(op == "add" and key in own for _, op, key, _ in changes):
-            self._apply_own([(key, space) for _, _, key, space in changes], own)
-            return
-        adds: dict[str, list[int]] = {}
-        expiry: dict[str, list[int]] = {}
-        tiers: dict[str, list[int]] = {}
-        for _, op, key, space in changes:
-            shard = self.loaded.get(space)
-            if shard is None:
-                continue
-            if op == "del":
-                shard.lex.remove(key)
-                if shard.vec_loaded:
-                    shard.vec.remove(key)
-                shard.lex_dirty = shard.vec_dirty = True
-            elif op == "add":
-                adds.setdefault(space, []).append(key)
-            elif op == "expiry":
-                expiry.setdefault(space, []).append(key)
-            elif op == "tier":
-                tiers.setdefault(space, []).append(key)
-        for space, keys in adds.items():
-            self._apply_adds(self.loaded[space], keys)
-        for space, keys in expiry.items():
-            self._apply_expiry(self.loaded[space].lex, keys)
-        for space, keys in tiers.items():
-            shard = self.loaded[space]
-            if shard.vec_loaded:
-                self._apply_tiers(shard.vec, keys)
-                shard.vec_dirty = True
-
-    def _apply_tiers(self, vec: VectorShard, keys: list[int]) -> None:
-        hot = self.hot_tier()
-        for i in range(0, len(keys), 5000):
-            chunk = keys[i:i + 5000]
-            for key, tier in self.store.query(
-                    f"SELECT n.key, d.tier FROM nodes n JOIN documents d ON d.id = n.document_id "
-                    f"WHERE n.key IN ({','.join('?' * len(chunk))})", chunk):
-                vec.set_cold(key, tier != hot)
-
-    def _add_vectors(self, vec: VectorShard, keys: list[int], build: bool = True) -> None:
-        for i in range(0, len(keys), 5000):
-            chunk = keys[i:i + 5000]
-            rows = self.store.query(_VECTOR_ROWS + f"v.node_key IN ({','.join('?' * len(chunk))})", chunk)
-            self._add_vector_rows(vec, rows, build)
-
-    def _add_vector_rows(self, vec: VectorShard, rows, build: bool) -> None:
-        """Rows of _VECTOR_ROWS: documents outside the hottest tier keep int8 vectors in memory."""
-        hot = self.hot_tier()
-        vec.add([r[0] for r in rows], decode_half([r[1] for r in rows], self.dim),
-                cold=[r[2] != hot for r in rows], build=build)
-
-    def _apply_adds(self, shard: Shard, keys: list[int]) -> None:
-        for i in range(0, len(keys), 5000):
-            shard.lex.add(self._rows(f"n.key IN ({','.join('?' * len(keys[i:i + 5000]))})", keys[i:i + 5000]))
-        if shard.vec_loaded:
-            self._add_vectors(shard.vec, keys)
-        shard.lex_dirty = shard.vec_dirty = True
-
-    def take_own(self, added: list[tuple[int, str]], own: dict) -> None:
-        """The (key, space) adds this engine is writing, from `own`, before their commit: the caller
-        has made sure nothing else changed (BatchWriter.flush_beside_indexing) and unloads the
-        spaces if the commit fails."""
-        self._apply_own(added, own)
-
-    def unload(self, spaces) -> None:
-        """Forget these spaces' in-memory indexes (not their files): the next use loads them again."""
-        for space in spaces:
-            self.loaded.pop(space, None)
-
-    def _apply_own(self, added: list[tuple[int, str]], own: dict) -> None:
-        """Adds this engine wrote and nothing else did meanwhile: the rows `_apply_adds` would read
-        back, in the same order (a batch's keys ascend with its documents and their sections)."""
-        by_space: dict[str, list[int]] = {}
-        for key, space in added:
-            if space in self.loaded:
-                by_space.setdefault(space, []).append(key)
-        cold = self.hot_tier() != "hot"             # a new document is in tier 'hot'
-        for space, keys in by_space.items():
-            shard = self.loaded[space]
-            keys.sort()
-            shard.lex.add([own[k][0] for k in keys])
-            if shard.vec_loaded:
-                shard.vec.add(keys, np.stack([own[k][1] for k in keys]), cold=[cold] * len(keys))
-            shard.lex_dirty = shard.vec_dirty = True
-
-    def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:
-        for i in range(0, len(keys), 5000):
-            chunk = keys[i:i + 5000]
-            for key, exp in self.store.query(
-                    f"SELECT n.key, d.expires_at FROM nodes n JOIN documents d ON d.id = n.document_id "
-                    f"WHERE n.key IN ({','.join('?' * len(chunk))})", chunk):
-                lex.set_expiry(key, exp)
 
     # ------------------------------------------------------------------------------ saving
     def save(self) -> None:

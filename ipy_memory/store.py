@@ -239,8 +239,10 @@ class Store:
             db.execute("DROP INDEX IF EXISTS documents_space_hash")
             # identifies this database to the index snapshots beside it (a restored backup is another store)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('store_id', lower(hex(randomblob(8))))")
-            # a restored backup in use is a store, which backup() may no longer replace (_backup.py)
-            db.execute("DELETE FROM meta WHERE key = 'backup_of'")
+            # a restored backup in use is a store, which backup() may no longer replace (_backup.py), and
+            # one of its own: snapshots saved after an earlier restore of the same file hold another history
+            if db.execute("DELETE FROM meta WHERE key = 'backup_of'").rowcount:
+                db.execute("UPDATE meta SET value = lower(hex(randomblob(8))) WHERE key = 'store_id'")
 
     # ------------------------------------------------------------------------------ transactions
     @contextmanager
@@ -313,9 +315,12 @@ class Store:
     def max_seq(self) -> int:
         return self.query("SELECT COALESCE(max(seq), 0) FROM changes")[0][0]
 
-    def data_version(self) -> int:
+    def data_version(self) -> tuple[int, int]:
+        """Changes whenever a commit may have changed the database. SQLite's data_version only counts
+        other connections' commits; this one's are counted by the rows it changed (an own write whose
+        sync was interrupted after the commit must not look as seen)."""
         with self.lock:
-            return self.db.execute("PRAGMA data_version").fetchone()[0]
+            return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
     def close(self) -> None:
         with self.lock:

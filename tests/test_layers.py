@@ -16,7 +16,7 @@ LAYERS = [
      "_digests", "_zipdir", "_pages", "_captured", "_acks"},
     # 1: embeddings, storage and the indexes
     {"embeddings", "store", "vectors", "lexical", "_colscan", "_colsnap", "_lowtier", "_native", "_expand", "_lexscore",
-     "_lexupdate", "_ingest", "_shards", "_dedup", "_writer", "_recall", "_reembed", "_backup", "_dreamed"},
+     "_lexupdate", "_ingest", "_shards", "_dedup", "_writer", "_recall", "_reembed", "_backup", "_dreamed", "_sync"},
     # 2: the engine and its mixins
     {"engine", "lifecycle", "_access", "_background", "_removal", "agent"},
     # 3: the tool schemas, and the command line
