@@ -313,7 +313,10 @@ class Store:
         return row[0][0] if row else None
 
     def max_seq(self) -> int:
-        return self.query("SELECT COALESCE(max(seq), 0) FROM changes")[0][0]
+        """The last change-log seq ever given, also once compact() trimmed every row (AUTOINCREMENT
+        keeps it in sqlite_sequence; max(seq) of an empty log would be 0, and every snapshot newer)."""
+        return self.query("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), "
+                          "(SELECT max(seq) FROM changes), 0)")[0][0]
 
     def data_version(self) -> tuple[int, int]:
         """Changes whenever a commit may have changed the database. SQLite's data_version only counts

@@ -159,3 +159,24 @@ def test_a_kernel_that_missed_one_trimmed_change_reloads(data_dir):
     assert top(b, "zebra quokka platypus") == "zebra quokka platypus second memory"
     a.close()
     b.close()
+
+
+def test_a_wholly_trimmed_change_log_keeps_its_last_seq_and_the_snapshots(data_dir, small_snapshots):
+    """compact() may trim every row of the log: the last seq given is still known, so the snapshots
+    saved at it stay replayable (max(seq) of the empty log was 0, older than every snapshot)."""
+    now = [time.time()]
+    with MemoryEngine(data_dir, project="p", clock=lambda: now[0]) as a:
+        a.remember_many([f"entry {i}: the amber lantern number {i}" for i in range(20)])
+        last = a.store.max_seq()
+        a.compact()
+        now[0] += 8 * 86400
+        a.compact()
+        assert a.store.query("SELECT count(*) FROM changes")[0][0] == 0
+        assert a.store.max_seq() == last
+    with MemoryEngine(data_dir, project="p") as b:
+        assert b.shards.seq == last
+        loads = []
+        original = b.shards._replayable
+        b.shards._replayable = lambda *args, **kw: loads.append(original(*args, **kw)) or loads[-1]
+        assert top(b, "amber lantern number 7") == "entry 7: the amber lantern number 7"
+        assert loads and all(seq == last for seq in loads)
