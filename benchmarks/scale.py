@@ -15,19 +15,24 @@ RSS is that system's own):
                  throughput without it (for the peers also by inserting precomputed vectors)
   single insert  p50/p95 of one remember() (default arguments, so duplicate detection runs) / add
   recall after   p50/p95 of a query right after each single insert (an agent's turn: remember, then
-  a write        recall); a system whose index needs work after a write pays it here. ipy_memory:
-                 hybrid after the first half of the inserts, default settings after the second
+  a write        recall); a system whose index needs work after a write pays it here. Every system:
+                 after the first half of the inserts (the same ops and queries); ipy_memory also
+                 with its default settings (lexical only) after the second half
   single forget  p50/p95 of forgetting / deleting those single inserts again, one call each, each
                  followed by a query timed apart as after an insert ("recall right after a single forget")
-  recall         p50/p95 warm, query embedding included (reported alone too). ipy_memory: full hybrid
+  recall         p50/p95 warm, query embedding included (reported alone too; ipy_memory's cache of
+                 recent query vectors is emptied before each timed query). ipy_memory: full hybrid
                  (BM25 + vectors; --set vector_weight_hash=0.5 by default, since the hash embedder's
                  default weight is 0, i.e. lexical only) and lexical only (default settings); peers:
                  vector kNN (they have no lexical ranking)
   cold open      a new process: import + open + first query (median of --cold-runs); ipy_memory also
-                 with its default settings (lexical only)
+                 with its default settings (lexical only). The peers' import leaves out the shared
+                 embedding function's (ipy_memory's hashing embedder and numpy, imported before their timer)
   disk           bytes on disk per memory after close; peak RSS (getrusage) and its growth over the
                  worker's baseline (Python + numpy + the embedder)
-  ANN recall@10  of each index against exact numpy search over the same vectors
+  ANN recall@10  of each index against exact numpy search over the same vectors: the peers' float32
+                 vector per memory; ipy_memory's search (int8 columns, then float16 rescoring, or a
+                 graph for a model's vectors) against its own stored float16 vector per section
 
 Needs chromadb, sqlite-vec and a sqlite3 that can load extensions (sqlean.py or pysqlite3) for the
 peers: install them into a separate venv (see BENCHMARKS.md). Peers that are not installed are skipped.
@@ -243,7 +248,13 @@ class IpyMemory(System):
         self.eng.forget(self.single_ids[i])
 
     def search(self, query, k):
+        self.forget_query_vectors()
         return [h.metadata["i"] for h in self.eng.recall(query, scope="project", limit=k) if h.metadata]
+
+    def forget_query_vectors(self):
+        """Every timed query pays its embedding, as the peers' do: the engine keeps its last 256 query
+        vectors, and the timed loops ask queries again (the warm-up's, and those after each insert)."""
+        self.eng.__dict__.pop("_query_cache", None)
 
     def close(self):
         self.eng.close()
@@ -286,6 +297,7 @@ class IpyMemory(System):
         with self.default_settings():
             out = []
             for q in queries:
+                self.forget_query_vectors()
                 t = now()
                 self.eng.recall(q, scope="project", limit=k)
                 out.append(now() - t)
@@ -655,7 +667,7 @@ def worker(a) -> dict:
     # ---- recall, warm
     k = 10
     for q in queries[: min(20, len(queries))]:
-        sysm.search(q, k)
+        sysm.search(q + " (warm-up)", k)            # not the timed queries (no cache may answer them)
     if hasattr(sysm, "settle"):
         sysm.settle()
     times, results = [], []
@@ -709,7 +721,8 @@ def worker(a) -> dict:
 def agent_turns(sysm, is_ipy: bool, ops: list, queries: list, k: int):
     """Each op (one insert or one forget), then a query: what an agent does turn by turn, so a system
     whose index needs work after a write pays it in that query. ipy_memory runs the second half with
-    its default settings (lexical only). Returns the ops' times and the queries' (hybrid, lexical)."""
+    its default settings (lexical only). Returns the ops' times and the queries' (hybrid, lexical):
+    the hybrid ones, every system's, after the first half of the ops (the same ops and queries for all)."""
     times, after, lexical_after, half = [], [], [], (len(ops) + 1) // 2
     lexical = sysm.default_settings() if is_ipy else contextlib.nullcontext()
     for j, op in enumerate(ops):
@@ -719,7 +732,10 @@ def agent_turns(sysm, is_ipy: bool, ops: list, queries: list, k: int):
         op()
         t1 = now()
         sysm.search(queries[j % len(queries)], k)
-        (lexical_after if j >= half and is_ipy else after).append(now() - t1)
+        if j < half:
+            after.append(now() - t1)
+        elif is_ipy:
+            lexical_after.append(now() - t1)
         times.append(t1 - t)
     if len(ops) > half:
         lexical.__exit__(None, None, None)
@@ -743,6 +759,8 @@ def cold_main(a) -> dict:
         settings = {k: v for k, v in settings.items() if k != "vector_weight_hash"}
     query = json.loads((wd / "queries.json").read_text())[0]
     cls = CLASSES[a.cold]
+    if cls is not IpyMemory:
+        hash_embedder()     # the embedding function every system shares: not a peer's import (it is ipy_memory's)
     if a.profile:
         import cProfile
         prof = cProfile.Profile()

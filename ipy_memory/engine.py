@@ -108,7 +108,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             embedder = None
         preset = embedder if isinstance(embedder, str) else None
         if embedder is None:
-            preset = _env("EMBED_PRESET") or self.store.get_meta("embedder_preset") or "hash"
+            # the store's own first: IPY_MEMORY_EMBED_PRESET picks the embedder of new stores
+            preset = self.store.get_meta("embedder_preset") or _env("EMBED_PRESET") or "hash"
         emb = get_embedder(preset if embedder is None or preset else embedder)
         if recorded is None:
             if not self.read_only:

@@ -193,3 +193,17 @@ def test_a_placeholder_key_does_not_mangle_error_messages(local_embed_server):
         emb.embed(["x"])
     assert str(err.value).startswith("ollama embeddings (nomic-embed-text)")
     assert "Bearer ollama" not in str(err.value)          # (the 401 echoes the bearer token)
+
+
+def test_a_store_opens_with_its_own_preset_whatever_the_environment_says(tmp_path, monkeypatch):
+    # IPY_MEMORY_EMBED_PRESET picks the embedder of new stores; an existing one keeps what it was built with
+    with MemoryEngine(tmp_path / "old", project="p") as mem:
+        mem.remember("built with the hashing embedder")
+    monkeypatch.setenv("IPY_MEMORY_EMBED_PRESET", "ollama")
+    monkeypatch.setenv("IPY_MEMORY_EMBED_URL", "http://127.0.0.1:9")       # nothing listens there
+    with MemoryEngine(tmp_path / "old", project="p") as mem:
+        assert mem.embedder.name == "hash-v1-384"
+        assert mem.recall("hashing embedder")[0].text == "built with the hashing embedder"
+    monkeypatch.setenv("IPY_MEMORY_EMBED_PRESET", "nope")                   # a new store does read it
+    with pytest.raises(InvalidArgument, match="unknown embedder preset 'nope'"):
+        MemoryEngine(tmp_path / "new", project="p")
