@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import _display
@@ -20,6 +20,7 @@ class _Table(Sequence):
 
     _rows: list
     _kind = "rows"
+    _columns: tuple = ()     # a row's keys: an empty table still has them (df[["title", ...]] works)
 
     def __getitem__(self, i):
         return self._rows[i]
@@ -32,7 +33,7 @@ class _Table(Sequence):
 
     def to_pandas(self):
         import pandas as pd  # lazy: pandas costs ~0.3 s to import
-        return pd.DataFrame(self.to_dicts())
+        return pd.DataFrame(self.to_dicts(), columns=list(self._columns) or None)
 
     def _repr_html_(self) -> str:
         return _display.table_html(self)
@@ -130,6 +131,7 @@ class RecallResult(_Table):
     """Hits best first, plus `.block`: the `<memory-recall>` text ready to paste into a prompt."""
 
     _kind = "hits"
+    _columns = (*(f.name for f in fields(Hit)), "created")
 
     def __init__(self, query: str, hits: list[Hit], block: str, *, tokens: int = 0, candidates: int = 0):
         self.query, self._rows, self.block = query, list(hits), block
@@ -147,6 +149,7 @@ class MemoryList(_Table):
     """A page of memories from `list_memories`."""
 
     _kind = "memories"
+    _columns = tuple(f.name for f in fields(Memory))
 
     def __init__(self, memories: list[Memory], *, total: int, offset: int):
         self._rows, self.total, self.offset = list(memories), total, offset
