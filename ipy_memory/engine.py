@@ -26,7 +26,7 @@ from .config import Settings, default_data_dir, default_project, default_session
 from .embeddings import Embedder, get_embedder, installed_local_preset
 from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
-from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
+from .models import Hit, Memory, MemoryList, Origin, RecallResult, RememberResult, Stats
 from .store import DOC_COLS as _DOC_COLS
 from .store import NODE_SELECT, Store
 from .store import memory_row as _memory
@@ -283,6 +283,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             if len(hits) >= pool:
                 break
         result = self._budget(query, hits, limit, max_tokens)
+        result.origin = Origin(self, scope=scope, project=project, session=session, limit=limit,
+                               max_tokens=max_tokens, path=path, min_score=min_score)
         self._on_recall(result.hits)
         return result
 
@@ -400,4 +402,4 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             "last_rotation": tier_report["last_rotation"],
             "spaces": spaces,
             "indexes": self.shards.counts(),
-        })
+        }, origin=Origin(self))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -127,11 +128,28 @@ class Hit:
         return d
 
 
+class Origin:
+    """The engine that made a RecallResult or Stats, and the arguments it was called with: what a live
+    view of the result searches, forgets and refreshes with. The engine is held weakly (a result kept in
+    Out[] must not keep a store open); `data_dir` says which store it was."""
+
+    def __init__(self, engine, **arguments):
+        self._engine = weakref.ref(engine)
+        self.data_dir = getattr(engine, "data_dir", None)
+        self.arguments = arguments
+
+    @property
+    def engine(self):
+        """The engine, or None once it has been garbage-collected."""
+        return self._engine()
+
+
 class RecallResult(_Table):
     """Hits best first, plus `.block`: the `<memory-recall>` text ready to paste into a prompt."""
 
     _kind = "hits"
     _columns = (*(f.name for f in fields(Hit)), "created")
+    origin: Origin | None = None     # set by MemoryEngine.recall
 
     def __init__(self, query: str, hits: list[Hit], block: str, *, tokens: int = 0, candidates: int = 0):
         self.query, self._rows, self.block = query, list(hits), block
@@ -158,8 +176,8 @@ class MemoryList(_Table):
 class Stats(Mapping):
     """`stats()`: a read-only mapping (JSON-serialisable) with a tier table in its reprs."""
 
-    def __init__(self, data: dict[str, Any]):
-        self._data = data
+    def __init__(self, data: dict[str, Any], *, origin: Origin | None = None):
+        self._data, self.origin = data, origin
 
     def __getitem__(self, key):
         return self._data[key]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ipy_memory import MemoryEngine
+from ipy_memory.magics import current_engine
+
 from test_magics import bare, ip, load, magics  # noqa: F401  (fixtures and helpers)
 
 
@@ -20,3 +23,79 @@ def test_an_empty_page_has_the_usual_columns(ip):
     hits = ip.run_line_magic("recall", "one memory").to_pandas()
     none = ip.run_line_magic("recall", "--path Nowhere one memory").to_pandas()
     assert len(hits) == 1 and len(none) == 0 and list(none.columns) == list(hits.columns)
+
+
+# ------------------------------------------------------------------------------ 1. a live view acts on its result's engine
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture
+def kernel(ip, monkeypatch):
+    """The `ip` shell as in a kernel (what ipykernel's shell has), showing results as live widgets."""
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)
+    ip.run_line_magic("config", "MemoryMagics.display = 'widget'")
+    return ip
+
+
+def shown_view(shell, obj):
+    """The live view the shell shows for `obj`, or None when it shows only the static one."""
+    from ipywidgets.widgets.widget import _instances
+    data = shell.display_formatter.format(obj)[0]
+    return _instances[data[WIDGET_MIME]["model_id"]] if WIDGET_MIME in data else None
+
+
+@pytest.fixture
+def copy_engine(kernel, tmp_path):
+    """A copy of the kernel's store (the same ids: a backup, a colleague's copy), open beside it."""
+    kernel.run_line_magic("remember", "Staging password rotation happens on Fridays")
+    live = current_engine(kernel)
+    (tmp_path / "copy").mkdir()
+    live.backup(tmp_path / "copy" / "memory.sqlite3")
+    with MemoryEngine(tmp_path / "copy", project="test") as copy:
+        yield copy
+
+
+def test_forget_in_a_view_of_another_engines_result_forgets_there(kernel, copy_engine):
+    live = current_engine(kernel)
+    view = shown_view(kernel, copy_engine.recall("password rotation"))
+    view.hit_views[0].confirm_button.click()
+    assert "forgot m-" in view.status.value
+    assert len(copy_engine.list_memories()) == 0 and len(live.list_memories()) == 1
+    copy_engine.remember("Backups run nightly from the copy")
+    view.search("backups nightly")
+    assert view.result.hits[0].text == "Backups run nightly from the copy"
+    stats = shown_view(kernel, copy_engine.stats())
+    copy_engine.remember("One more note in the copy only")
+    assert stats.refresh()["documents"] == 2 and live.stats()["documents"] == 1
+
+
+def test_a_view_keeps_the_recalls_arguments(kernel):
+    kernel.run_line_magic("remember", "-s global # Setup\n\nglobal setup note")
+    kernel.run_line_magic("remember", "-p other # Setup\n\n## Env\nconda env ds for the other project")
+    kernel.run_line_magic("remember", "# Setup\n\n## Env\nconda env base for this project")
+    result = kernel.run_line_magic("recall", "-s project -p other --path Setup/Env --max-tokens 400 -n 3 conda env")
+    view = shown_view(kernel, result)
+    assert (view.scope_box.value, view.limit_box.value) == ("project", 3)
+    assert view.options == {"project": "other", "path": "Setup/Env", "max_tokens": 400}
+    assert "project: other" in view.options_label.value
+    again = view.search("conda env setup")
+    assert [h.text for h in again] == ["conda env ds for the other project"]
+    assert shown_view(kernel, kernel.run_line_magic("recall", "-s global setup")).scope_box.value == "global"
+
+
+def test_a_result_from_no_known_engine_shows_only_the_static_view(kernel, copy_engine):
+    result = copy_engine.recall("password rotation")
+    result.origin = None                   # made by hand, or its engine is gone
+    assert shown_view(kernel, result) is None
+    assert "text/html" in kernel.display_formatter.format(result)[0]
+
+
+def test_a_view_follows_the_kernels_engine_only_on_the_same_store(kernel, copy_engine, tmp_path):
+    view = shown_view(kernel, kernel.run_line_magic("recall", "password rotation"))
+    hit = view.hit_views[0].hit.id
+    kernel.run_line_magic("config", "MemoryMagics.dedup_threshold = 0.9")   # the magics reopen the same store
+    assert len(view.search("password rotation")) == 1 and view.engine is current_engine(kernel)
+    copy_engine.close()
+    kernel.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'copy')!r}")   # the same ids
+    assert not view.forget(hit) and "closed" in view.status.value
+    assert len(current_engine(kernel).list_memories()) == 1
