@@ -137,6 +137,14 @@ def given(value, default):
     return default if value is None else value
 
 
+def store_name(text: str) -> str:
+    """%%store's NAME as typed, less one pair of quotes around all of it: no shell escapes, so that
+    `C:\\notes\\x` keeps its backslashes."""
+    text = text.strip()
+    quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]
+    return text[1:-1] if quoted else text
+
+
 def unquote(token: str) -> str:
     try:
         parts = shlex.split(token)

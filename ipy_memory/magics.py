@@ -20,7 +20,7 @@ from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unquote, unwritable_store, without_semicolon, without_settings)
+                         split_options, store_name, unwritable_store, without_semicolon, without_settings)
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -290,7 +290,7 @@ class MemoryMagics(Magics):
         With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
         """
         args, name = self._parse(self.store, line, "%%store")
-        name = unquote(name.strip()) or None      # %%store "my notes" names it my notes
+        name = store_name(name) or None      # %%store "my notes" names it my notes
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")

@@ -99,3 +99,13 @@ def test_a_view_follows_the_kernels_engine_only_on_the_same_store(kernel, copy_e
     kernel.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'copy')!r}")   # the same ids
     assert not view.forget(hit) and "closed" in view.status.value
     assert len(current_engine(kernel).list_memories()) == 1
+
+
+# ------------------------------------------------------------------------------ 5. %%store NAME keeps backslashes
+@pytest.mark.parametrize("typed,name", [(r"C:\notes\x", r"C:\notes\x"), (r"a\b", r"a\b"),
+                                        (r'"C:\my notes"', r"C:\my notes"), (r"'\\server\share'", r"\\server\share")])
+def test_store_name_keeps_backslashes(ip, typed, name):
+    r = ip.run_cell_magic("store", typed, "win path body\n")
+    m = current_engine(ip).get(r.id)
+    assert (m.title, m.metadata["name"]) == (name, name)
+    assert ip.run_cell_magic("store", typed, "win path body, changed\n").id == r.id
