@@ -164,22 +164,38 @@ def split_options(parser, line: str) -> tuple[list[str], str]:
         if tok == "--":
             rest = rest[m.end():].strip()
             break
-        flag = tok.split("=", 1)[0]
-        action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
-        if action is None:
+        takes_next = _takes_next(parser._option_string_actions, tok)
+        if takes_next is None:
             if re.match(r"^--?[A-Za-z]", tok):
                 raise InvalidArgument(f"unknown option {tok!r} (put -- before text that starts with '-')")
             break
         opts.append(tok)
         rest = rest[m.end():].strip()
-        attached = "=" in tok or (not tok.startswith("--") and len(tok) > 2)   # --opt=value, -n5
-        if action.nargs != 0 and not attached:
+        if takes_next:
             m = _TOKEN.match(rest)
             if not m:
                 raise InvalidArgument(f"option {tok} needs a value")
             opts.append(unquote(m.group(1)))
             rest = rest[m.end():].strip()
     return opts, rest
+
+
+def _takes_next(actions: dict, tok: str) -> bool | None:
+    """Whether option token `tok` takes the next token as its value, as argparse reads it (`--opt=value`
+    and `-n3` hold theirs; in a run of short flags such as `-vt` only the last may take one); None if
+    `tok` is no option."""
+    action = actions.get(tok.split("=", 1)[0])
+    if action is not None:
+        return action.nargs != 0 and "=" not in tok
+    if tok.startswith("--") or len(tok) < 2:
+        return None
+    for i, char in enumerate(tok[1:], 2):
+        action = actions.get("-" + char)
+        if action is None:
+            return None
+        if action.nargs != 0:
+            return i == len(tok)        # the value is the rest of the token, else the next one
+    return False
 
 
 def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from IPython.core.error import UsageError
 
 from ipy_memory import MemoryEngine
 from ipy_memory.magics import current_engine
@@ -109,3 +110,21 @@ def test_store_name_keeps_backslashes(ip, typed, name):
     m = current_engine(ip).get(r.id)
     assert (m.title, m.metadata["name"]) == (name, name)
     assert ip.run_cell_magic("store", typed, "win path body, changed\n").id == r.id
+
+
+# ------------------------------------------------------------------------------ 6. grouped short flags
+def test_grouped_short_flags_as_argparse_reads_them(ip):
+    ip.user_ns["x"] = 5
+    r = ip.run_line_magic("remember", "-vt Title expanded with title $x")
+    m = current_engine(ip).get(r.id)
+    assert (m.title, m.content) == ("Title", "expanded with title 5")
+    m = current_engine(ip).get(ip.run_line_magic("remember", "-vtOther expanded again $x").id)
+    assert (m.title, m.content) == ("Other", "expanded again 5")
+    assert len(ip.run_line_magic("recall", "-vn 1 expanded $x")) == 1
+    assert len(ip.run_line_magic("recall", "-vn1 expanded title")) == 1
+    with pytest.raises(UsageError, match="unknown option '-vx'"):
+        ip.run_line_magic("remember", "-vx text")
+    with pytest.raises(UsageError, match="needs a value"):
+        ip.run_line_magic("remember", "-vt")
+    assert current_engine(ip).get(ip.run_line_magic("remember", "-5 degrees, - a bullet").id).content == \
+        "-5 degrees, - a bullet"
