@@ -308,7 +308,8 @@ class MemoryMagics(Magics):
     @magic_arguments()
     @argument("-n", "--limit", type=int, help="number of hits, 1-50 (default: MemoryMagics.limit)")
     @argument("--max-tokens", type=int, help="token budget of the recall block, 1-100000")
-    @argument("-s", "--scope", help="'+'-joined session, project, global (default: project+global)")
+    @argument("-s", "--scope", help="'+'-joined session, project, global (default: MemoryMagics.scope plus "
+              "project+global)")
     @argument("-p", "--project", help="project name (default: the current project)")
     @argument("--path", help="only sections under this heading path, e.g. Setup/Env")
     @argument("--block", action="store_true", help="return the <memory-recall> text for a prompt")

@@ -128,3 +128,12 @@ def test_grouped_short_flags_as_argparse_reads_them(ip):
         ip.run_line_magic("remember", "-vt")
     assert current_engine(ip).get(ip.run_line_magic("remember", "-5 degrees, - a bullet").id).content == \
         "-5 degrees, - a bullet"
+
+
+# ------------------------------------------------------------------------------ 7. %recall?'s default scope
+def test_recall_help_states_the_default_scope(ip):
+    help_text = " ".join(ip.find_line_magic("recall").__doc__.split())
+    assert "(default: MemoryMagics.scope plus project+global)" in help_text
+    ip.run_line_magic("config", "MemoryMagics.scope = 'session'")
+    ip.run_line_magic("remember", "zebra crossing session note")
+    assert len(ip.run_line_magic("recall", "zebra")) == 1          # what the help says
