@@ -38,13 +38,11 @@ HINTS = {
 }
 
 
-def open_hint(exc: Exception, project: str, locale: str) -> str:
+def open_hint(exc: Exception, project: str) -> str:
     """What to change when the engine cannot open: the setting at fault (data_dir only for the store's errors)."""
     kind = type(exc).__name__
     if kind != "InvalidArgument":
         return HINTS.get(kind, HINTS["StorageError"])
-    if not locale:      # Settings' one check the traits do not make
-        return "pick a language: %config MemoryMagics.locale = 'en' (or 'zh')"
     try:
         if project:
             v.name(project, "project")

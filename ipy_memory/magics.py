@@ -21,6 +21,7 @@ from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
                          split_options, store_name, unwritable_store, without_semicolon, without_settings)
+from .block import FRAME
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -79,7 +80,7 @@ class MemoryMagics(Magics):
                             help="Similarity above which a new memory counts as a duplicate.").tag(config=True)
     embedder = Unicode("", help="Embedder preset ('' = the store's, else IPY_MEMORY_EMBED_PRESET, else 'hash')."
                        ).tag(config=True)
-    locale = Unicode("en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
+    locale = Enum(tuple(FRAME), "en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
     shadow_builtins = Bool(True, help="%recall is ours (IPython's stays reachable as %rep); False: only %memrecall."
                            ).tag(config=True)
 
@@ -126,7 +127,7 @@ class MemoryMagics(Magics):
                     print(f"ipy_memory: {self._engine.data_dir} is not writable here: opened read-only "
                           "(%recall, %memories and %memstats work; writing does not)")
             except IpyMemoryError as exc:
-                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project, self.locale)}") from None
+                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project)}") from None
             self._engine_key = key
         return self._engine
 

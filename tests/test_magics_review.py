@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from IPython.core.error import UsageError
 
@@ -137,3 +139,15 @@ def test_recall_help_states_the_default_scope(ip):
     ip.run_line_magic("config", "MemoryMagics.scope = 'session'")
     ip.run_line_magic("remember", "zebra crossing session note")
     assert len(ip.run_line_magic("recall", "zebra")) == 1          # what the help says
+
+
+# ------------------------------------------------------------------------------ 9. MemoryMagics.locale
+@pytest.mark.parametrize("value", ["fr", "zh-CN", "zh_CN", ""])
+def test_an_unknown_locale_is_reported_and_the_old_one_kept(ip, value):
+    ip.run_line_magic("config", "MemoryMagics.locale = 'zh'")
+    with pytest.warns(UserWarning, match=re.escape(f"MemoryMagics.locale = {value!r} is not valid (any of ['en', "
+                                                   "'zh']); using 'zh'")):
+        ip.run_line_magic("config", f"MemoryMagics.locale = {value!r}")
+    assert magics(ip).locale == "zh"
+    ip.run_line_magic("remember", "hello world note")
+    assert "以下是" in ip.run_line_magic("recall", "--block hello")
