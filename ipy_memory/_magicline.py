@@ -220,6 +220,13 @@ def announce(shell, cell, result, kind: str, name: str, line: str, summary: str 
     return result
 
 
+def remember_summary(result, typed: str) -> str:
+    """The line a magic shows for a RememberResult: the engine's summary, but a near-duplicate's hint names
+    the magic's --force (the engine's names the Python argument, force=True)."""
+    text = result.summary()
+    return f"{text.split(';')[0]}; to store it anyway: {typed} --force ..." if result.duplicate else text
+
+
 _last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, its statements
 
 

@@ -19,8 +19,9 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
-                         loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, store_name, unwritable_store, without_semicolon, without_settings)
+                         loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings,
+                         remember_summary, scope_arg, split_options, store_name, unwritable_store, without_semicolon,
+                         without_settings)
 from .block import FRAME
 from .config import SCOPES, Settings
 from .engine import MemoryEngine
@@ -91,6 +92,7 @@ class MemoryMagics(Magics):
         self._table = MagicTable(getattr(shell, "magics_manager", None))   # the magics we put in, what they replaced
         self._display = None       # _formatters.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
+        self._said = (None, "")    # the last RememberResult a magic returned, and its line in the magic's words
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
 
     def _load_config(self, cfg, section_names=None, traits=None) -> None:
@@ -201,7 +203,12 @@ class MemoryMagics(Magics):
 
     # ------------------------------------------------------------------------------ display
     def _pretty_remember(self, obj, p, cycle) -> None:
-        p.text(obj.summary())
+        p.text(self._said[1] if self._said[0] is obj else obj.summary())
+
+    def _announce(self, result, kind: str, name: str, line: str):
+        """Print the magic's line for a RememberResult (or leave it to the displayhook, see announce)."""
+        self._said = (result, remember_summary(result, ("%%" if kind == "cell" else "%") + name))
+        return announce(self.shell, self._cell, result, kind, name, line, self._said[1])
 
     def _pre_run_cell(self, info) -> None:
         self._cell = info
@@ -271,13 +278,14 @@ class MemoryMagics(Magics):
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
         result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
-        return announce(self.shell, self._cell, result, kind, "remember", line)
+        return self._announce(result, kind, "remember", line)
 
     @no_var_expand
     @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
     @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
     @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
+    @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the body first")
     @argument("name", nargs="?", help="a name: running the cell again replaces the memory stored under it")
     @cell_magic
@@ -301,9 +309,10 @@ class MemoryMagics(Magics):
         if name:
             meta["name"] = name
             replace = named_memory(self.engine, name, _usage(scope_arg, scope))
-        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
-        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta)
-        return announce(self.shell, self._cell, result, "cell", "store", line)
+        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
+                         replace=replace)
+        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [--force] [NAME]", meta)
+        return self._announce(result, "cell", "store", line)
 
     @no_var_expand
     @magic_arguments()

@@ -151,3 +151,29 @@ def test_an_unknown_locale_is_reported_and_the_old_one_kept(ip, value):
     assert magics(ip).locale == "zh"
     ip.run_line_magic("remember", "hello world note")
     assert "以下是" in ip.run_line_magic("recall", "--block hello")
+
+
+# ------------------------------------------------------------------------------ 4. %%store --force, and the magics' hint
+NEAR = "The conda env is ds, and raw data is in the s3 bucket raw!"
+
+
+def test_store_force_stores_a_near_duplicate(ip, capsys):
+    ip.run_line_magic("remember", "The conda env is ds and raw data is in the s3 bucket raw")
+    capsys.readouterr()
+    ip.run_cell(f"%%store setup\n{NEAR}\n")
+    out = capsys.readouterr().out
+    assert "duplicate of m-" in out and "to store it anyway: %%store --force" in out and "force=True" not in out
+    r = ip.run_cell_magic("store", "--force setup", NEAR + "\n")
+    assert r.stored and current_engine(ip).get(r.id).metadata["name"] == "setup"
+    assert ip.run_cell_magic("store", "setup", NEAR + " Changed.\n").id == r.id      # the name is recorded now
+
+
+@pytest.mark.parametrize("cell", ["%remember {text}", "r = %remember {text}", "%remember {text};"])
+def test_the_near_duplicate_hint_names_the_magics_option(ip, capsys, cell):
+    ip.run_line_magic("remember", "The conda env is ds and raw data is in the s3 bucket raw")
+    capsys.readouterr()
+    ip.run_cell(cell.format(text=NEAR), store_history=True)
+    out = capsys.readouterr().out
+    assert out.count("to store it anyway: %remember --force") == 1 and "force=True" not in out, out
+    api = current_engine(ip).remember(NEAR)         # the Python API's result keeps the engine's words
+    assert "force=True" in ip.display_formatter.format(api)[0]["text/plain"]
