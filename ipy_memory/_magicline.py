@@ -220,11 +220,19 @@ def announce(shell, cell, result, kind: str, name: str, line: str, summary: str 
     return result
 
 
-def remember_summary(result, typed: str) -> str:
+def remember_summary(result, typed: str, *, replaced: bool = False, kept=None) -> str:
     """The line a magic shows for a RememberResult: the engine's summary, but a near-duplicate's hint names
-    the magic's --force (the engine's names the Python argument, force=True)."""
+    the magic's --force (the engine's names the Python argument, force=True); 'replaced' when the magic
+    overwrote a memory; and `kept`, another notebook's memory of the same %%store NAME, named as left alone."""
     text = result.summary()
-    return f"{text.split(';')[0]}; to store it anyway: {typed} --force ..." if result.duplicate else text
+    if result.duplicate:
+        return f"{text.split(';')[0]}; to store it anyway: {typed} --force ..."
+    if replaced and text.startswith("stored "):
+        text = "replaced " + text[len("stored "):]
+    if kept is not None and result.stored:
+        where = kept.metadata.get("notebook") or "outside any notebook"
+        text += f"; {kept.id} ({kept.metadata['name']!r} from {where}) is kept: %%store names are per notebook"
+    return text
 
 
 _last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, its statements
@@ -292,18 +300,23 @@ def provenance(shell, cell, magic: str, source: str) -> dict:
     return meta
 
 
-def named_memory(engine, name: str, scope: str) -> str | None:
-    """The id of the memory %%store NAME stored in `scope`, if any (the first 10,000 memories looked at)."""
-    offset = 0
+def named_memory(engine, name: str, scope: str, notebook: str | None) -> tuple[str | None, object]:
+    """%%store NAME's memory in `scope` (the first 10,000 memories looked at): (the id of the one stored under
+    NAME from `notebook`, or None; if none, one stored under NAME from another notebook, or None). A name is
+    per notebook: two notebooks' `notes` are two memories, and neither overwrites the other."""
+    offset, other = 0, None
     while offset < 10_000:
         page = engine.list_memories(scope=scope, limit=200, offset=offset)
         for m in page:
-            if (m.metadata or {}).get("name") == name and (m.metadata or {}).get("source") == "ipython":
-                return m.id
+            meta = m.metadata or {}
+            if meta.get("name") == name and meta.get("source") == "ipython":
+                if meta.get("notebook") == notebook:      # (None == None: neither from a notebook it knows)
+                    return m.id, None
+                other = other or m
         offset += len(page)
         if not len(page) or offset >= page.total:
-            return None
-    return None
+            break
+    return None, other
 
 
 def bad_setting(owner: str, name: str, value, trait, kept) -> str:

@@ -205,9 +205,9 @@ class MemoryMagics(Magics):
     def _pretty_remember(self, obj, p, cycle) -> None:
         p.text(self._said[1] if self._said[0] is obj else obj.summary())
 
-    def _announce(self, result, kind: str, name: str, line: str):
+    def _announce(self, result, kind: str, name: str, line: str, **said):
         """Print the magic's line for a RememberResult (or leave it to the displayhook, see announce)."""
-        self._said = (result, remember_summary(result, ("%%" if kind == "cell" else "%") + name))
+        self._said = (result, remember_summary(result, ("%%" if kind == "cell" else "%") + name, **said))
         return announce(self.shell, self._cell, result, kind, name, line, self._said[1])
 
     def _pre_run_cell(self, info) -> None:
@@ -278,7 +278,7 @@ class MemoryMagics(Magics):
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
         result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
-        return self._announce(result, kind, "remember", line)
+        return self._announce(result, kind, "remember", line, replaced=args.replace is not None)
 
     @no_var_expand
     @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
@@ -287,7 +287,8 @@ class MemoryMagics(Magics):
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
     @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the body first")
-    @argument("name", nargs="?", help="a name: running the cell again replaces the memory stored under it")
+    @argument("name", nargs="?", help="a name: running the cell again in this notebook replaces the memory "
+              "stored under it")
     @cell_magic
     def store(self, line: str, cell: str):
         """Store the cell body as a Markdown document in long-term memory (cell magic; %store is IPython's).
@@ -296,7 +297,9 @@ class MemoryMagics(Magics):
             # Environment
             Use the conda env `ds`; data lives in s3://bucket/raw.
 
-        With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
+        With NAME, re-running the cell replaces the memory this notebook stored under that name instead of
+        adding one. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
+        in another notebook stores a memory of its own, and the line printed names the one left alone.
         """
         args, name = self._parse(self.store, line, "%%store")
         name = store_name(name) or None      # %%store "my notes" names it my notes
@@ -305,14 +308,14 @@ class MemoryMagics(Magics):
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
         scope = args.scope or self.scope
         meta = self.provenance("store", f"%%store {line}\n{cell}")
-        replace = None
+        replace = kept = None
         if name:
             meta["name"] = name
-            replace = named_memory(self.engine, name, _usage(scope_arg, scope))
+            replace, kept = named_memory(self.engine, name, _usage(scope_arg, scope), meta.get("notebook"))
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
                          replace=replace)
         result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [--force] [NAME]", meta)
-        return self._announce(result, "cell", "store", line)
+        return self._announce(result, "cell", "store", line, replaced=replace is not None, kept=kept)
 
     @no_var_expand
     @magic_arguments()

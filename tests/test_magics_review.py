@@ -177,3 +177,44 @@ def test_the_near_duplicate_hint_names_the_magics_option(ip, capsys, cell):
     assert out.count("to store it anyway: %remember --force") == 1 and "force=True" not in out, out
     api = current_engine(ip).remember(NEAR)         # the Python API's result keeps the engine's words
     assert "force=True" in ip.display_formatter.format(api)[0]["text/plain"]
+
+
+# ------------------------------------------------------------------------------ 2. %%store names are per notebook
+def test_store_names_are_per_notebook(ip, capsys, monkeypatch):
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    ip.user_ns["__vsc_ipynb_file__"] = "/proj/analysis_a.ipynb"
+    a = ip.run_cell_magic("store", "notes", "# Notes A\nModel A uses learning rate 3e-4 and the 2024 split.\n")
+    ip.user_ns["__vsc_ipynb_file__"] = "/proj/etl_b.ipynb"           # another notebook, the same project
+    capsys.readouterr()
+    b = ip.run_cell_magic("store", "notes", "# Notes B\nThe ETL job runs at 02:00 UTC on the etl cluster.\n")
+    out = capsys.readouterr().out
+    assert b.id != a.id and f"{a.id} ('notes' from /proj/analysis_a.ipynb) is kept" in out
+    assert "learning rate 3e-4" in current_engine(ip).get(a.id).content
+    assert [h.document_id for h in ip.run_line_magic("recall", "learning rate")][:1] == [a.id]
+    again = ip.run_cell_magic("store", "notes", "# Notes B\nThe ETL job runs at 03:00 UTC now.\n")
+    out = capsys.readouterr().out
+    assert again.id == b.id and out.startswith(f"replaced {b.id} (1 section") and "kept" not in out
+    ip.user_ns["__vsc_ipynb_file__"] = "/proj/analysis_a.ipynb"
+    assert ip.run_cell_magic("store", "notes", "# Notes A\nModel A now uses learning rate 1e-4.\n").id == a.id
+    del ip.user_ns["__vsc_ipynb_file__"]                            # a terminal: no notebook
+    c = ip.run_cell_magic("store", "notes", "# Notes\nterminal notes\n")
+    assert c.id not in (a.id, b.id) and " is kept: %%store names are per notebook" in capsys.readouterr().out
+    assert ip.run_cell_magic("store", "notes", "# Notes\nterminal notes, changed\n").id == c.id
+    ip.user_ns["__session__"] = "/proj/lab.ipynb"                   # Jupyter Server's name for the notebook
+    capsys.readouterr()
+    d = ip.run_cell_magic("store", "notes", "# Notes\nlab notes\n")
+    assert d.id not in (a.id, b.id, c.id) and f"{c.id} ('notes' from outside any notebook)" in capsys.readouterr().out
+    assert len(ip.run_line_magic("memories", "")) == 4
+
+
+def test_help_says_store_names_are_per_notebook(ip):
+    assert "Names are per notebook" in ip.find_cell_magic("store").__doc__
+
+
+@pytest.mark.parametrize("store_history", [False, True])
+def test_a_replaced_name_is_said_once_as_the_cells_output_too(ip, capsys, store_history):
+    ip.run_cell("%%store named\n# Named\nfirst body", store_history=store_history)
+    capsys.readouterr()
+    ip.run_cell("%%store named\n# Named\nsecond body", store_history=store_history)
+    out = capsys.readouterr().out
+    assert out.count("replaced m-") == 1 and "stored m-" not in out, out
