@@ -123,11 +123,18 @@ def no_arguments(magic: str, line: str) -> None:
         raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
 
 
-def unwritable_store(data_dir: str) -> bool:
-    """A store in a directory this kernel cannot write (a read-only mount, a colleague's copy): the
-    magics open it read-only, so %recall, %memories and %memstats still work."""
+def unwritable_store(data_dir: str) -> Path | None:
+    """What keeps this kernel from writing the store in `data_dir`, if there is one: its directory (a
+    read-only mount, a colleague's copy) or its database file (write-protected: no write bit at all, which
+    root would ignore, or none for us). The magics open such a store read-only, so %recall, %memories and
+    %memstats still work, and its permissions stay as the user set them."""
     d = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    return (d / DB_NAME).is_file() and not os.access(d, os.W_OK)
+    db = d / DB_NAME
+    if not db.is_file():
+        return None
+    if not os.access(d, os.W_OK):
+        return d
+    return db if not os.access(db, os.W_OK) or not db.stat().st_mode & 0o222 else None
 
 
 def given(value, default):

@@ -122,11 +122,11 @@ class MemoryMagics(Magics):
         if self._engine is None:
             try:
                 settings = Settings().with_(dedup_threshold=self.dedup_threshold, locale=self.locale)
-                read_only = unwritable_store(self.data_dir)
-                self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
-                                            project=self.project or None, settings=settings, read_only=read_only)
-                if read_only:
-                    print(f"ipy_memory: {self._engine.data_dir} is not writable here: opened read-only "
+                unwritable = unwritable_store(self.data_dir)
+                self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None, project=self.project
+                                            or None, settings=settings, read_only=unwritable is not None)
+                if unwritable is not None:
+                    print(f"ipy_memory: {unwritable} is not writable here: opened read-only "
                           "(%recall, %memories and %memstats work; writing does not)")
             except IpyMemoryError as exc:
                 raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project)}") from None

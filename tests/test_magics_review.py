@@ -218,3 +218,83 @@ def test_a_replaced_name_is_said_once_as_the_cells_output_too(ip, capsys, store_
     ip.run_cell("%%store named\n# Named\nsecond body", store_history=store_history)
     out = capsys.readouterr().out
     assert out.count("replaced m-") == 1 and "stored m-" not in out, out
+
+
+# ------------------------------------------------------------------------------ 3. a write-protected database file
+@pytest.fixture
+def protected_store(tmp_path):
+    """A store whose database file the user made read-only (0444), in a writable directory."""
+    d = tmp_path / "mem"
+    with MemoryEngine(d, project="p") as mem:
+        mem.remember("# Notes\n\nthe protected note")
+    db = d / "memory.sqlite3"
+    db.chmod(0o444)
+    yield d
+    db.chmod(0o600)
+
+
+def _mode(path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_write_protected_database_file_opens_read_only(bare, protected_store, capsys, db_counts):
+    before = db_counts(protected_store)
+    bare.run_line_magic("load_ext", "ipy_memory")
+    bare.run_line_magic("config", f"MemoryMagics.data_dir = {str(protected_store)!r}")
+    bare.run_line_magic("config", "MemoryMagics.project = 'p'")
+    assert "the protected note" in bare.run_line_magic("recall", "protected note").block
+    assert "memory.sqlite3 is not writable here: opened read-only" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="read-only"):
+        bare.run_line_magic("remember", "written into the protected store")
+    assert _mode(protected_store / "memory.sqlite3") == 0o444 and db_counts(protected_store) == before
+
+
+def test_opening_a_store_never_adds_a_permission(protected_store):
+    from ipy_memory.errors import StorageError
+    try:
+        MemoryEngine(protected_store, project="p").close()      # root may write it (and does, asked to)
+    except StorageError:
+        pass                                                    # anyone else may not
+    assert _mode(protected_store / "memory.sqlite3") & ~0o444 == 0
+
+
+SETPRIV = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--reuid=0", "--"]
+AS_A_USER = """
+import json, os, sys
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+c = Config(); c.HistoryManager.enabled = False
+ip = InteractiveShell.instance(config=c)
+ip.run_line_magic("load_ext", "ipy_memory")
+ip.run_line_magic("config", f"MemoryMagics.data_dir = {sys.argv[1]!r}")
+ip.run_line_magic("config", "MemoryMagics.project = 'p'")
+out = {"writable": os.access(os.path.join(sys.argv[1], "memory.sqlite3"), os.W_OK)}
+out["hits"] = len(ip.run_line_magic("recall", "protected note"))
+try:
+    ip.run_line_magic("remember", "written into the protected store")
+except Exception as exc:
+    out["refused"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_a_write_protected_database_file_for_a_user_without_root_powers(protected_store, tmp_path, db_counts):
+    """The review's case: not root (root ignores file modes), so root's capabilities are dropped."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not available to drop root's capabilities")
+    before = db_counts(protected_store)
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path / "ipython"), OPENBLAS_NUM_THREADS="1")
+    cmd = [sys.executable, "-c", AS_A_USER, str(protected_store)]
+    done = subprocess.run((SETPRIV if os.geteuid() == 0 else []) + cmd, capture_output=True, text=True, env=env,
+                          timeout=120)
+    if done.returncode and "setpriv" in done.stderr:
+        pytest.skip(f"setpriv cannot drop capabilities here: {done.stderr.strip()[:200]}")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["writable"] is False and out["hits"] == 1 and "read-only" in out["refused"], out
+    assert _mode(protected_store / "memory.sqlite3") == 0o444 and db_counts(protected_store) == before
