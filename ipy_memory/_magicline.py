@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 from . import _validate as v
-from .config import SCOPES, default_data_dir, default_session
+from .config import SCOPES, Settings, default_data_dir, default_session
 from .errors import InvalidArgument, NotFound
 from .store import DB_NAME
 from .tools import TOOLS
@@ -137,17 +137,21 @@ def unwritable_store(data_dir: str) -> Path | None:
     return db if not os.access(db, os.W_OK) or not db.stat().st_mode & 0o222 else None
 
 
+def open_engine(engine_class, magics):
+    """The engine for a MemoryMagics' settings: read-only, and said so, where the store cannot be written."""
+    settings = Settings().with_(dedup_threshold=magics.dedup_threshold, locale=magics.locale)
+    unwritable = unwritable_store(magics.data_dir)
+    engine = engine_class(magics.data_dir or None, embedder=magics.embedder or None, project=magics.project or None,
+                          settings=settings, read_only=unwritable is not None)
+    if unwritable is not None:
+        print(f"ipy_memory: {unwritable} is not writable here: opened read-only "
+              "(%recall, %memories and %memstats work; writing does not)")
+    return engine
+
+
 def given(value, default):
     """An option typed on the line wins, even 0 (which then fails validation loudly)."""
     return default if value is None else value
-
-
-def store_name(text: str) -> str:
-    """%%store's NAME as typed, less one pair of quotes around all of it: no shell escapes, so that
-    `C:\\notes\\x` keeps its backslashes."""
-    text = text.strip()
-    quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]
-    return text[1:-1] if quoted else text
 
 
 def unquote(token: str) -> str:
@@ -227,21 +231,6 @@ def announce(shell, cell, result, kind: str, name: str, line: str, summary: str 
     return result
 
 
-def remember_summary(result, typed: str, *, replaced: bool = False, kept=None) -> str:
-    """The line a magic shows for a RememberResult: the engine's summary, but a near-duplicate's hint names
-    the magic's --force (the engine's names the Python argument, force=True); 'replaced' when the magic
-    overwrote a memory; and `kept`, another notebook's memory of the same %%store NAME, named as left alone."""
-    text = result.summary()
-    if result.duplicate:
-        return f"{text.split(';')[0]}; to store it anyway: {typed} --force ..."
-    if replaced and text.startswith("stored "):
-        text = "replaced " + text[len("stored "):]
-    if kept is not None and result.stored:
-        where = kept.metadata.get("notebook") or "outside any notebook"
-        text += f"; {kept.id} ({kept.metadata['name']!r} from {where}) is kept: %%store names are per notebook"
-    return text
-
-
 _last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, its statements
 
 
@@ -305,25 +294,6 @@ def provenance(shell, cell, magic: str, source: str) -> dict:
     meta["kernel_session"] = getattr(getattr(kernel, "session", None), "session", None) or default_session()
     meta["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return meta
-
-
-def named_memory(engine, name: str, scope: str, notebook: str | None) -> tuple[str | None, object]:
-    """%%store NAME's memory in `scope` (the first 10,000 memories looked at): (the id of the one stored under
-    NAME from `notebook`, or None; if none, one stored under NAME from another notebook, or None). A name is
-    per notebook: two notebooks' `notes` are two memories, and neither overwrites the other."""
-    offset, other = 0, None
-    while offset < 10_000:
-        page = engine.list_memories(scope=scope, limit=200, offset=offset)
-        for m in page:
-            meta = m.metadata or {}
-            if meta.get("name") == name and meta.get("source") == "ipython":
-                if meta.get("notebook") == notebook:      # (None == None: neither from a notebook it knows)
-                    return m.id, None
-                other = other or m
-        offset += len(page)
-        if not len(page) or offset >= page.total:
-            break
-    return None, other
 
 
 def bad_setting(owner: str, name: str, value, trait, kept) -> str:

@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from ipy_memory import MemoryEngine
 from ipy_memory.magics import current_engine
 
-from test_magics import bare, ip, load, magics  # noqa: F401  (fixtures and helpers)
+from test_magics import bare, ip, magics  # noqa: F401  (fixtures and helpers)
 
 
 # ------------------------------------------------------------------------------ 8. autopandas on an empty page
