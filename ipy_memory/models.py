@@ -140,8 +140,11 @@ class Origin:
 
     @property
     def engine(self):
-        """The engine, or None once it has been garbage-collected."""
-        return self._engine()
+        """The engine, or None once it has been garbage-collected (or in a pickled copy)."""
+        return self._engine() if self._engine is not None else None
+
+    def __getstate__(self) -> dict:       # a weakref does not pickle: a copy keeps the rest
+        return {**self.__dict__, "_engine": None}
 
 
 class RecallResult(_Table):

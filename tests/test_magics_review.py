@@ -104,6 +104,17 @@ def test_a_view_follows_the_kernels_engine_only_on_the_same_store(kernel, copy_e
     assert len(current_engine(kernel).list_memories()) == 1
 
 
+def test_results_that_know_their_engine_still_pickle(copy_engine):
+    import copy
+    import pickle
+    result, stats = copy_engine.recall("password rotation"), copy_engine.stats()
+    assert result.origin.engine is copy_engine and stats.origin.engine is copy_engine
+    again = pickle.loads(pickle.dumps(result))
+    assert [h.id for h in again] == [h.id for h in result] and again.origin.engine is None
+    assert again.origin.arguments == result.origin.arguments and again.origin.data_dir == copy_engine.data_dir
+    assert pickle.loads(pickle.dumps(stats))["documents"] == 1 and copy.deepcopy(result).origin.engine is None
+
+
 # ------------------------------------------------------------------------------ 5. %%store NAME keeps backslashes
 @pytest.mark.parametrize("typed,name", [(r"C:\notes\x", r"C:\notes\x"), (r"a\b", r"a\b"),
                                         (r'"C:\my notes"', r"C:\my notes"), (r"'\\server\share'", r"\\server\share")])
@@ -298,3 +309,4 @@ def test_a_write_protected_database_file_for_a_user_without_root_powers(protecte
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["writable"] is False and out["hits"] == 1 and "read-only" in out["refused"], out
     assert _mode(protected_store / "memory.sqlite3") == 0o444 and db_counts(protected_store) == before
+
