@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 from . import _validate as v
-from .config import SCOPES, default_data_dir, default_session
+from .config import SCOPES, Settings, default_data_dir, default_session
 from .errors import InvalidArgument, NotFound
 from .store import DB_NAME
 from .tools import TOOLS
@@ -38,13 +38,11 @@ HINTS = {
 }
 
 
-def open_hint(exc: Exception, project: str, locale: str) -> str:
+def open_hint(exc: Exception, project: str) -> str:
     """What to change when the engine cannot open: the setting at fault (data_dir only for the store's errors)."""
     kind = type(exc).__name__
     if kind != "InvalidArgument":
         return HINTS.get(kind, HINTS["StorageError"])
-    if not locale:      # Settings' one check the traits do not make
-        return "pick a language: %config MemoryMagics.locale = 'en' (or 'zh')"
     try:
         if project:
             v.name(project, "project")
@@ -125,11 +123,30 @@ def no_arguments(magic: str, line: str) -> None:
         raise InvalidArgument(f"{magic} takes no arguments, got {line.strip()!r}; see {magic}?")
 
 
-def unwritable_store(data_dir: str) -> bool:
-    """A store in a directory this kernel cannot write (a read-only mount, a colleague's copy): the
-    magics open it read-only, so %recall, %memories and %memstats still work."""
+def unwritable_store(data_dir: str) -> Path | None:
+    """What keeps this kernel from writing the store in `data_dir`, if there is one: its directory (a
+    read-only mount, a colleague's copy) or its database file (write-protected: no write bit at all, which
+    root would ignore, or none for us). The magics open such a store read-only, so %recall, %memories and
+    %memstats still work, and its permissions stay as the user set them."""
     d = Path(data_dir).expanduser() if data_dir else default_data_dir()
-    return (d / DB_NAME).is_file() and not os.access(d, os.W_OK)
+    db = d / DB_NAME
+    if not db.is_file():
+        return None
+    if not os.access(d, os.W_OK):
+        return d
+    return db if not os.access(db, os.W_OK) or not db.stat().st_mode & 0o222 else None
+
+
+def open_engine(engine_class, magics):
+    """The engine for a MemoryMagics' settings: read-only, and said so, where the store cannot be written."""
+    settings = Settings().with_(dedup_threshold=magics.dedup_threshold, locale=magics.locale)
+    unwritable = unwritable_store(magics.data_dir)
+    engine = engine_class(magics.data_dir or None, embedder=magics.embedder or None, project=magics.project or None,
+                          settings=settings, read_only=unwritable is not None)
+    if unwritable is not None:
+        print(f"ipy_memory: {unwritable} is not writable here: opened read-only "
+              "(%recall, %memories and %memstats work; writing does not)")
+    return engine
 
 
 def given(value, default):
@@ -156,22 +173,38 @@ def split_options(parser, line: str) -> tuple[list[str], str]:
         if tok == "--":
             rest = rest[m.end():].strip()
             break
-        flag = tok.split("=", 1)[0]
-        action = parser._option_string_actions.get(flag) or parser._option_string_actions.get(flag[:2])
-        if action is None:
+        takes_next = _takes_next(parser._option_string_actions, tok)
+        if takes_next is None:
             if re.match(r"^--?[A-Za-z]", tok):
                 raise InvalidArgument(f"unknown option {tok!r} (put -- before text that starts with '-')")
             break
         opts.append(tok)
         rest = rest[m.end():].strip()
-        attached = "=" in tok or (not tok.startswith("--") and len(tok) > 2)   # --opt=value, -n5
-        if action.nargs != 0 and not attached:
+        if takes_next:
             m = _TOKEN.match(rest)
             if not m:
                 raise InvalidArgument(f"option {tok} needs a value")
             opts.append(unquote(m.group(1)))
             rest = rest[m.end():].strip()
     return opts, rest
+
+
+def _takes_next(actions: dict, tok: str) -> bool | None:
+    """Whether option token `tok` takes the next token as its value, as argparse reads it (`--opt=value`
+    and `-n3` hold theirs; in a run of short flags such as `-vt` only the last may take one); None if
+    `tok` is no option."""
+    action = actions.get(tok.split("=", 1)[0])
+    if action is not None:
+        return action.nargs != 0 and "=" not in tok
+    if tok.startswith("--") or len(tok) < 2:
+        return None
+    for i, char in enumerate(tok[1:], 2):
+        action = actions.get("-" + char)
+        if action is None:
+            return None
+        if action.nargs != 0:
+            return i == len(tok)        # the value is the rest of the token, else the next one
+    return False
 
 
 def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
@@ -261,20 +294,6 @@ def provenance(shell, cell, magic: str, source: str) -> dict:
     meta["kernel_session"] = getattr(getattr(kernel, "session", None), "session", None) or default_session()
     meta["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return meta
-
-
-def named_memory(engine, name: str, scope: str) -> str | None:
-    """The id of the memory %%store NAME stored in `scope`, if any (the first 10,000 memories looked at)."""
-    offset = 0
-    while offset < 10_000:
-        page = engine.list_memories(scope=scope, limit=200, offset=offset)
-        for m in page:
-            if (m.metadata or {}).get("name") == name and (m.metadata or {}).get("source") == "ipython":
-                return m.id
-        offset += len(page)
-        if not len(page) or offset >= page.total:
-            return None
-    return None
 
 
 def bad_setting(owner: str, name: str, value, trait, kept) -> str:

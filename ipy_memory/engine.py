@@ -27,7 +27,7 @@ from .embeddings import Embedder, get_embedder, installed_local_preset
 from .embeddings.base import StandIn
 from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
-from .models import Hit, Memory, MemoryList, RecallResult, RememberResult, Stats
+from .models import Hit, Memory, MemoryList, Origin, RecallResult, RememberResult, Stats
 from .store import DOC_COLS as _DOC_COLS
 from .store import NODE_SELECT, Store
 from .store import memory_row as _memory
@@ -289,6 +289,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             if len(hits) >= pool:
                 break
         result = self._budget(query, hits, limit, max_tokens)
+        result.origin = Origin(self, scope=scope, project=project, session=session, limit=limit,
+                               max_tokens=max_tokens, path=path, min_score=min_score)
         self._on_recall(result.hits)
         return result
 
@@ -406,4 +408,4 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             "last_rotation": tier_report["last_rotation"],
             "spaces": spaces,
             "indexes": self.shards.counts(),
-        })
+        }, origin=Origin(self))

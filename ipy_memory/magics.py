@@ -19,9 +19,11 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
-                         loaded_magics, named_memory, no_arguments, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unquote, unwritable_store, without_semicolon, without_settings)
-from .config import SCOPES, Settings
+                         loaded_magics, no_arguments, open_engine, open_hint, provenance, rejected_settings, scope_arg,
+                         split_options, without_semicolon, without_settings)
+from ._remembered import Said, named_memory, store_name
+from .block import FRAME
+from .config import SCOPES
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
 from .models import RememberResult
@@ -79,7 +81,7 @@ class MemoryMagics(Magics):
                             help="Similarity above which a new memory counts as a duplicate.").tag(config=True)
     embedder = Unicode("", help="Embedder preset ('' = the store's, else IPY_MEMORY_EMBED_PRESET, else 'hash')."
                        ).tag(config=True)
-    locale = Unicode("en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
+    locale = Enum(tuple(FRAME), "en", help="Language of the recall block's frame ('en', 'zh').").tag(config=True)
     shadow_builtins = Bool(True, help="%recall is ours (IPython's stays reachable as %rep); False: only %memrecall."
                            ).tag(config=True)
 
@@ -90,6 +92,7 @@ class MemoryMagics(Magics):
         self._table = MagicTable(getattr(shell, "magics_manager", None))   # the magics we put in, what they replaced
         self._display = None       # _formatters.ShellDisplay: the formatters honouring `display`
         self._cell = None          # ExecutionInfo of the running cell (pre_run_cell .. post_run_cell)
+        self._said = Said()        # the line shown for the last RememberResult a magic returned
         super().__init__(shell=shell, **kwargs)   # loads config, which fires the observers below
 
     def _load_config(self, cfg, section_names=None, traits=None) -> None:
@@ -118,15 +121,9 @@ class MemoryMagics(Magics):
             self.close_engine()   # settings changed, or someone closed it: open a fresh one
         if self._engine is None:
             try:
-                settings = Settings().with_(dedup_threshold=self.dedup_threshold, locale=self.locale)
-                read_only = unwritable_store(self.data_dir)
-                self._engine = MemoryEngine(self.data_dir or None, embedder=self.embedder or None,
-                                            project=self.project or None, settings=settings, read_only=read_only)
-                if read_only:
-                    print(f"ipy_memory: {self._engine.data_dir} is not writable here: opened read-only "
-                          "(%recall, %memories and %memstats work; writing does not)")
+                self._engine = open_engine(MemoryEngine, self)
             except IpyMemoryError as exc:
-                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project, self.locale)}") from None
+                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project)}") from None
             self._engine_key = key
         return self._engine
 
@@ -157,7 +154,7 @@ class MemoryMagics(Magics):
         if self.shadow_builtins:
             self._shadow()
         self._display = ShellDisplay(self)
-        self._display.install(RememberResult, self._pretty_remember)
+        self._display.install(RememberResult, self._said.pretty)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         atexit.register(self.close_engine)
@@ -199,8 +196,10 @@ class MemoryMagics(Magics):
         self._table.restore("line", "recall")
 
     # ------------------------------------------------------------------------------ display
-    def _pretty_remember(self, obj, p, cycle) -> None:
-        p.text(obj.summary())
+    def _announce(self, result, kind: str, name: str, line: str, **how):
+        """Print the magic's line for a RememberResult (or leave it to the displayhook, see announce)."""
+        said = self._said(result, ("%%" if kind == "cell" else "%") + name, **how)
+        return announce(self.shell, self._cell, result, kind, name, line, said)
 
     def _pre_run_cell(self, info) -> None:
         self._cell = info
@@ -270,15 +269,16 @@ class MemoryMagics(Magics):
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
         result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
-        return announce(self.shell, self._cell, result, kind, "remember", line)
+        return self._announce(result, kind, "remember", line, replaced=args.replace is not None)
 
     @no_var_expand
     @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
     @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
     @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
+    @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the body first")
-    @argument("name", nargs="?", help="a name: running the cell again replaces the memory stored under it")
+    @argument("name", nargs="?", help="a name: re-running the cell in the same notebook replaces its memory")
     @cell_magic
     def store(self, line: str, cell: str):
         """Store the cell body as a Markdown document in long-term memory (cell magic; %store is IPython's).
@@ -287,28 +287,28 @@ class MemoryMagics(Magics):
             # Environment
             Use the conda env `ds`; data lives in s3://bucket/raw.
 
-        With NAME, re-running the cell replaces the memory stored under that name instead of adding one.
+        With NAME, re-running the cell replaces the memory this notebook stored under that name instead of
+        adding one. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
+        in another notebook stores a memory of its own, and the line printed names the one left alone.
         """
         args, name = self._parse(self.store, line, "%%store")
-        name = unquote(name.strip()) or None      # %%store "my notes" names it my notes
+        name = store_name(name) or None      # %%store "my notes" names it my notes
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
         scope = args.scope or self.scope
         meta = self.provenance("store", f"%%store {line}\n{cell}")
-        replace = None
-        if name:
-            meta["name"] = name
-            replace = named_memory(self.engine, name, _usage(scope_arg, scope))
-        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, replace=replace)
-        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [NAME]", meta)
-        return announce(self.shell, self._cell, result, "cell", "store", line)
+        replace, kept = named_memory(self.engine, name, _usage(scope_arg, scope), meta) if name else (None, None)
+        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
+                         replace=replace)
+        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [--force] [NAME]", meta)
+        return self._announce(result, "cell", "store", line, replaced=replace is not None, kept=kept)
 
     @no_var_expand
     @magic_arguments()
     @argument("-n", "--limit", type=int, help="number of hits, 1-50 (default: MemoryMagics.limit)")
     @argument("--max-tokens", type=int, help="token budget of the recall block, 1-100000")
-    @argument("-s", "--scope", help="'+'-joined session, project, global (default: project+global)")
+    @argument("-s", "--scope", help="'+'-joined session, project, global (default: MemoryMagics.scope plus project+global)")
     @argument("-p", "--project", help="project name (default: the current project)")
     @argument("--path", help="only sections under this heading path, e.g. Setup/Env")
     @argument("--block", action="store_true", help="return the <memory-recall> text for a prompt")
@@ -329,8 +329,7 @@ class MemoryMagics(Magics):
         if not query.strip():
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
         scope = _usage(scope_arg, args.scope) or _usage(scope_arg, f"{self.scope}+project+global")
-        arguments = dict(query=query, scope=scope, project=args.project,
-                         limit=given(args.limit, self.limit),
+        arguments = dict(query=query, scope=scope, project=args.project, limit=given(args.limit, self.limit),
                          max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
         result = self._call("memory_search", arguments, f"{typed} [-n LIMIT] [-s SCOPE] [--block] QUERY")
         return RecallBlock(result.block) if args.block else result

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import _display
@@ -20,6 +21,7 @@ class _Table(Sequence):
 
     _rows: list
     _kind = "rows"
+    _columns: tuple = ()     # a row's keys: an empty table still has them (df[["title", ...]] works)
 
     def __getitem__(self, i):
         return self._rows[i]
@@ -32,7 +34,7 @@ class _Table(Sequence):
 
     def to_pandas(self):
         import pandas as pd  # lazy: pandas costs ~0.3 s to import
-        return pd.DataFrame(self.to_dicts())
+        return pd.DataFrame(self.to_dicts(), columns=list(self._columns) or None)
 
     def _repr_html_(self) -> str:
         return _display.table_html(self)
@@ -126,10 +128,31 @@ class Hit:
         return d
 
 
+class Origin:
+    """The engine that made a RecallResult or Stats, and the arguments it was called with: what a live
+    view of the result searches, forgets and refreshes with. The engine is held weakly (a result kept in
+    Out[] must not keep a store open); `data_dir` says which store it was."""
+
+    def __init__(self, engine, **arguments):
+        self._engine = weakref.ref(engine)
+        self.data_dir = getattr(engine, "data_dir", None)
+        self.arguments = arguments
+
+    @property
+    def engine(self):
+        """The engine, or None once it has been garbage-collected (or in a pickled copy)."""
+        return self._engine() if self._engine is not None else None
+
+    def __getstate__(self) -> dict:       # a weakref does not pickle: a copy keeps the rest
+        return {**self.__dict__, "_engine": None}
+
+
 class RecallResult(_Table):
     """Hits best first, plus `.block`: the `<memory-recall>` text ready to paste into a prompt."""
 
     _kind = "hits"
+    _columns = (*(f.name for f in fields(Hit)), "created")
+    origin: Origin | None = None     # set by MemoryEngine.recall
 
     def __init__(self, query: str, hits: list[Hit], block: str, *, tokens: int = 0, candidates: int = 0):
         self.query, self._rows, self.block = query, list(hits), block
@@ -147,6 +170,7 @@ class MemoryList(_Table):
     """A page of memories from `list_memories`."""
 
     _kind = "memories"
+    _columns = tuple(f.name for f in fields(Memory))
 
     def __init__(self, memories: list[Memory], *, total: int, offset: int):
         self._rows, self.total, self.offset = list(memories), total, offset
@@ -155,8 +179,8 @@ class MemoryList(_Table):
 class Stats(Mapping):
     """`stats()`: a read-only mapping (JSON-serialisable) with a tier table in its reprs."""
 
-    def __init__(self, data: dict[str, Any]):
-        self._data = data
+    def __init__(self, data: dict[str, Any], *, origin: Origin | None = None):
+        self._data, self.origin = data, origin
 
     def __getitem__(self, key):
         return self._data[key]

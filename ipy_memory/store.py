@@ -164,7 +164,7 @@ class Store:
             else:
                 self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                           check_same_thread=False)
-                os.chmod(self.path, 0o600)
+                os.chmod(self.path, os.stat(self.path).st_mode & 0o600)     # private, and never a bit added
             self.busy_ms = int(timeout * 1000)
             self.checkpoints = None if read_only else _Checkpointer(self.path, self.busy_ms)
             self.db.execute(f"PRAGMA busy_timeout = {self.busy_ms}")

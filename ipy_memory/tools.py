@@ -79,7 +79,7 @@ def _stats(engine, a: dict, meta: dict | None) -> ToolResult:
     tiers = s.get("tiers") or {}
     if callable(getattr(engine, "tier_stats", None)) and not any("vector_bytes" in t for t in tiers.values()):
         # an engine whose stats() has the short tier table: use its full report (every tier, vector sizes)
-        s = Stats({**dict(s), "tiers": engine.tier_stats()["tiers"]})
+        s = Stats({**dict(s), "tiers": engine.tier_stats()["tiers"]}, origin=getattr(s, "origin", None))
     return ToolResult("memory_stats", _display.stats_text(s), s.to_dict(), value=s)
 
 

@@ -21,7 +21,7 @@ from ._magicline import loaded_magics, scope_arg
 from ._formatters import ShellDisplay  # noqa: F401  (re-exported: it lived here)
 from IPython.core.error import UsageError
 
-from .errors import InvalidArgument, IpyMemoryError
+from .errors import InvalidArgument, IpyMemoryError, StorageError
 from .models import RecallResult, Stats
 from .tools import SEARCH_SCOPES, call_tool
 from .tools import _error as tool_error
@@ -48,16 +48,33 @@ def live_widgets() -> bool:
     return getattr(shell, "kernel", None) is not None
 
 
-def _engine_source(engine):
-    """How a view finds its engine for each call: the one passed, else the kernel's, looked up every time
-    (the magics close theirs and open another when %config changes its settings)."""
+def _engine_source(engine, origin=None):
+    """How a view finds its engine for each call: the one passed; else the one that made the result it
+    shows (`origin`, see _made_by); else the kernel's, looked up every time (the magics close theirs and
+    open another when %config changes its settings)."""
     if engine is not None:
         if not callable(getattr(engine, "recall", None)):
             raise InvalidArgument(f"engine must be a MemoryEngine (or None: the kernel's), not {type(engine).__name__}")
         return lambda: engine
+    if origin is not None:
+        return lambda: _made_by(origin)
     if _magics()[1] is None:
         raise InvalidArgument("pass an engine, e.g. RecallBrowser(MemoryEngine()), or run %load_ext ipy_memory first")
     return _kernel_engine
+
+
+def _made_by(origin):
+    """The engine that made a shown result (models.Origin), so that Forget and Search act on the store the
+    hits came from, not on the kernel's. Once it is closed (the magics reopen theirs when a setting changes),
+    the kernel's engine stands in only if it is on the same data dir: another store may hold the same ids."""
+    engine = origin.engine
+    if engine is not None and not getattr(engine, "_closed", False):
+        return engine
+    magics = _magics()[1]
+    if magics is not None and magics.engine.data_dir == origin.data_dir:
+        return magics.engine
+    raise StorageError(f"the engine these results came from ({origin.data_dir}) is closed: "
+                       "open a new view on an open engine, e.g. RecallBrowser(engine)")
 
 
 def _kernel_engine():
@@ -141,27 +158,34 @@ class HitView(w.VBox):
 class RecallBrowser(_Static, w.VBox):
     """Search memory interactively: query box, scope, limit; hits as an accordion; forget; the raw recall block.
 
-    `engine` is a MemoryEngine, or None for the kernel's (after %load_ext ipy_memory), looked up on every
-    search so that it follows %config changes. A failed search shows its error and leaves no result.
+    `engine` is a MemoryEngine, or None: then the engine that made `result` (a RecallResult), else the
+    kernel's (after %load_ext ipy_memory), looked up on every search so that it follows %config changes.
+    A `result` also gives the defaults of `scope` and `limit`, and its other recall arguments (project,
+    path, max_tokens, ...) are kept for every search (`options`). A failed search shows its error and
+    leaves no result.
     """
 
-    def __init__(self, engine=None, *, query: str = "", scope: str = "project+global", limit: int = 10,
+    def __init__(self, engine=None, *, query: str = "", scope: str | None = None, limit: int | None = None,
                  result=None, live: bool | None = None):
-        self._engine_source = _engine_source(engine)
-        self.live = _live_arg(live)
-        query = v.text(query, "query", max_chars=10_000, allow_empty=True)
-        scope = scope_arg(scope, "scope") or "project+global"     # any order, as the magics take it
-        limit = v.integer(limit, "limit", 1, 50)
         if result is not None and not isinstance(result, RecallResult):
             raise InvalidArgument(f"result must be a RecallResult (e.g. mem.recall(...)) or None, not {type(result).__name__}")
+        origin = getattr(result, "origin", None)
+        self._engine_source = _engine_source(engine, origin)
+        self.live = _live_arg(live)
+        made = dict(origin.arguments) if origin is not None else {}
+        self.options = {k: val for k, val in made.items() if k not in ("scope", "limit") and val is not None}
+        query = v.text(query, "query", max_chars=10_000, allow_empty=True)
+        scope = scope_arg(made.get("scope", "project+global") if scope is None else scope, "scope")   # any order
+        if limit is None:
+            limit = made.get("limit") or (min(50, len(result)) if result else 10)
+        limit = v.integer(limit, "limit", 1, 50)
         self.result = result
         self.hit_views: list[HitView] = []
         self.query_box = w.Text(value=query or getattr(result, "query", ""), placeholder="search memory…",
                                 continuous_update=False, layout=w.Layout(flex="1 1 auto", width="auto"))
         self.scope_box = w.Dropdown(options=SEARCH_SCOPES, value=scope, description="scope",
                                     layout=w.Layout(width="260px"))
-        self.limit_box = w.IntSlider(value=limit if result is None else max(1, min(50, len(result) or limit)),
-                                     min=1, max=50, description="limit", layout=w.Layout(width="260px"))
+        self.limit_box = w.IntSlider(value=limit, min=1, max=50, description="limit", layout=w.Layout(width="260px"))
         self.search_button = w.Button(description="Search", icon="search", layout=w.Layout(width="auto"))
         self.status = w.HTML()
         self.results = w.Accordion()
@@ -170,7 +194,9 @@ class RecallBrowser(_Static, w.VBox):
         self.query_box.observe(lambda _: self.search(), names="value")
         self.search_button.on_click(lambda _: self.search())
         self.block_toggle.observe(self._toggle_block, names="value")
-        controls = w.HBox([self.query_box, self.scope_box, self.limit_box, self.search_button])
+        # what else every search keeps from the result, said next to the controls it has none of
+        self.options_label = w.Label(", ".join(f"{k.replace('_', ' ')}: {val}" for k, val in self.options.items()))
+        controls = w.HBox([self.query_box, self.scope_box, self.limit_box, self.search_button, self.options_label])
         super().__init__([controls, self.status, self.results, self.block_toggle, self.block_view])
         if result is not None:
             self._render()
@@ -189,11 +215,19 @@ class RecallBrowser(_Static, w.VBox):
             self.result = None
             self._render()
             return None
-        r = self._call("memory_search", {"query": text, "scope": self.scope_box.value, "limit": self.limit_box.value})
         # a failed search shows its error, not the previous query's hits
-        self.result, self.error = (None, r.text) if r.is_error else (r.value, None)
+        self.result, self.error = self._recall(text)
         self._render()
         return self.result
+
+    def _recall(self, query: str):
+        """(RecallResult, None) or (None, the error): the engine's recall with the boxes' scope and limit and
+        the result's other arguments (which the search tool does not all take: the engine is called)."""
+        try:
+            return self.engine.recall(query, scope=self.scope_box.value, limit=self.limit_box.value,
+                                      **self.options), None
+        except (IpyMemoryError, UsageError) as exc:     # the magics say UsageError when the store cannot open
+            return None, f"Error: {type(exc).__name__}: {exc}"
 
     def forget(self, id: str) -> bool:
         """Forget a hit (as the confirm button does), then search again."""
@@ -230,13 +264,14 @@ class RecallBrowser(_Static, w.VBox):
 
 
 class TierStats(_Static, w.VBox):
-    """Counts and sizes of the store per tier and per space, with a refresh button (`engine` as in RecallBrowser)."""
+    """Counts and sizes of the store per tier and per space, with a refresh button (`engine` as in
+    RecallBrowser: None is the engine that made `stats`, else the kernel's)."""
 
     def __init__(self, engine=None, *, stats=None, live: bool | None = None):
-        self._engine_source = _engine_source(engine)
-        self.live = _live_arg(live)
         if stats is not None and not isinstance(stats, Stats):
             raise InvalidArgument(f"stats must be a Stats (e.g. mem.stats()) or None, not {type(stats).__name__}")
+        self._engine_source = _engine_source(engine, getattr(stats, "origin", None))
+        self.live = _live_arg(live)
         self.stats = None
         self.view = w.HTML()
         self.refresh_button = w.Button(description="Refresh", icon="refresh", layout=w.Layout(width="auto"))

@@ -22,7 +22,7 @@ LAYERS = [
     # 3: the tool schemas, and the command line
     {"tools", "_toolspec", "__main__"},
     # 4: IPython
-    {"magics", "widgets", "_magicline", "_formatters"},
+    {"magics", "widgets", "_magicline", "_formatters", "_remembered"},
 ]
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
 # third-party imports allowed in one place only

@@ -530,7 +530,7 @@ def test_summary_with_every_statement_shown(ip, capsys):
 
 
 @pytest.mark.parametrize("setting,value", [("project", "bad\x01name"), ("project", "x" * 300), ("project", "../up"),
-                                           ("embedder", "bogus"), ("locale", "")])
+                                           ("embedder", "bogus")])
 def test_open_error_hint_names_the_setting_at_fault(ip, setting, value):
     ip.run_line_magic("config", f"MemoryMagics.{setting} = {value!r}")
     with pytest.raises(UsageError) as caught:
