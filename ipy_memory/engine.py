@@ -160,10 +160,16 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         return [self._space(s, project, session) for s in v.scopes(scope)]
 
     # ------------------------------------------------------------------------------ writing
-    def remember(self, content: str, *, title: str | None = None, scope: str = "project", project: str | None = None,
-                 importance: float = 0.6, ttl: float | None = None, force: bool = False, replace: str | None = None,
-                 metadata: dict | None = None) -> RememberResult:
-        """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult."""
+    def remember(self, content: str, *, title: str | None = None, scope: str | None = None, project: str | None = None,
+                 importance: float | None = None, ttl: float | None = None, force: bool = False,
+                 replace: str | None = None, metadata: dict | None = None) -> RememberResult:
+        """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult.
+
+        None is "not given": a new memory gets scope "project" (this engine's project), importance
+        0.6, the scope's TTL and no metadata. `replace=ID` swaps that memory's content and keeps its
+        id and whatever is not given: scope, project (or session), importance, metadata, and its
+        expiry (ttl=0 restarts the scope's TTL; a new scope gets its TTL from now). The same text
+        again is `deduped` and makes the memory live at least as long as the new copy would."""
         item = dict(content=content, title=title, scope=scope, project=project, importance=importance,
                     ttl=ttl, force=force, replace=replace, metadata=metadata)
         return self._write([self._prepare(item, _write_path()[0].prepare)])[0]
@@ -198,7 +204,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
 
     def _prepare(self, item: dict, prepare: Callable) -> Prepared:
         prep = prepare(item, self.settings)
-        prep.space = self._space(prep.scope, prep.project)
+        if prep.scope is not None:          # (a replacement's space may be its memory's: _writer)
+            prep.space = self._space(prep.scope, prep.project)
         return prep
 
     @locked
@@ -220,7 +227,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                 p.vectors = v
         self.shards.sync()
         for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
-            if not p.force:
+            if not (p.force or p.replace):
                 self.shards.get(p.space)
         writer = None
         try:

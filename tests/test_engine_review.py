@@ -1,0 +1,149 @@
+"""Review findings on the engine's user-visible semantics (review of e9d3713): replacements, batch
+dedup, recall filters and scores, dream/related, exchanges, Markdown and the token counter."""
+
+import pytest
+
+from ipy_memory import InvalidArgument, MemoryEngine, Settings
+from ipy_memory.config import DAY
+
+
+@pytest.fixture
+def mem(tmp_path, clock):
+    with MemoryEngine(tmp_path / "store", project="p", session="s1", clock=lambda: clock[0]) as m:
+        yield m
+
+
+# ------------------------------------------------------------------------------ 1. replace= keeps what is not given
+def test_replace_keeps_scope_importance_metadata_and_expiry(mem, clock):
+    g = mem.remember("The VPN needs the 2FA app", scope="global", importance=0.9, metadata={"k": 1})
+    clock[0] += 10
+    r = mem.remember("The VPN needs the 2FA app and a hardware key", replace=g.id)
+    m = mem.get(g.id)
+    assert (m.scope, m.space, m.expires_at, m.importance, m.metadata) == ("global", "global", None, 0.9, {"k": 1})
+    assert (r.scope, r.space, r.expires_at) == ("global", "global", None)
+    assert m.content == "The VPN needs the 2FA app and a hardware key"
+
+    p = mem.remember("Deploys need a ticket.", ttl=3600)
+    clock[0] += 100
+    mem.remember("Deploys need a ticket and a reviewer.", replace=p.id)
+    assert mem.get(p.id).expires_at == p.expires_at      # the old expiry, not a new one from now
+
+
+def test_replace_changes_only_what_is_given(mem, clock):
+    g = mem.remember("Use the staging bucket for scratch data.", scope="global", importance=0.9, metadata={"k": 1})
+    r = mem.remember("Use the scratch bucket for scratch data.", replace=g.id, scope="project", importance=0.3,
+                     metadata={"k": 2})
+    m = mem.get(g.id)
+    assert (m.scope, m.space, m.project, m.importance, m.metadata) == ("project", "project:p", "p", 0.3, {"k": 2})
+    assert m.expires_at == r.expires_at == clock[0] + Settings().ttl_project    # the new scope's TTL, from now
+    clock[0] += 50
+    mem.remember("Use the scratch bucket, always.", replace=g.id, ttl=0)         # 0: restart the scope's TTL
+    assert mem.get(g.id).expires_at == clock[0] + Settings().ttl_project
+    mem.remember("Use the scratch bucket, always!", replace=g.id, ttl=60)
+    assert mem.get(g.id).expires_at == clock[0] + 60
+
+
+def test_replace_from_another_project_keeps_the_memory_in_its_project(tmp_path):
+    with MemoryEngine(tmp_path, project="billing") as billing, MemoryEngine(tmp_path, project="analytics") as analytics:
+        m = billing.remember("Invoices are generated on the 1st of each month.")
+        r = analytics.remember("Invoices are generated on the 2nd of each month.", replace=m.id)
+        assert r.space == "project:billing" and analytics.get(m.id).project == "billing"
+        assert [h.document_id for h in billing.recall("invoices generated")] == [m.id]
+        assert billing.list_memories().total == 1 and analytics.list_memories().total == 0
+        moved = analytics.remember("Invoices are generated on the 3rd.", replace=m.id, project="analytics")
+        assert moved.space == "project:analytics" and analytics.list_memories().total == 1
+
+
+def test_replace_keeps_a_session_memory_in_its_session(tmp_path):
+    with MemoryEngine(tmp_path, project="p", session="a") as a, MemoryEngine(tmp_path, project="p", session="b") as b:
+        m = a.remember("Scratch note about the notebook.", scope="session")
+        r = b.remember("Scratch note about the other notebook.", replace=m.id)
+        assert r.space == "session:a" and b.get(m.id).session == "a"
+        assert [h.document_id for h in a.recall("scratch note", scope="session")] == [m.id]
+
+
+def test_fire_replace_keeps_the_project(tmp_path):
+    with MemoryEngine(tmp_path, project="billing") as billing, MemoryEngine(tmp_path, project="analytics") as analytics:
+        m = billing.remember("Invoices are generated on the 1st of each month.")
+        assert analytics.fire("Invoices are generated on the 2nd of each month.", replace=m.id)
+        analytics.flush()
+        assert analytics.get(m.id).space == "project:billing"
+
+
+def test_replace_through_the_tool_keeps_scope_and_importance(mem):
+    from ipy_memory.tools import call_tool
+    g = mem.remember("The VPN needs the 2FA app", scope="global", importance=0.9)
+    call_tool("memory_remember", {"content": "The VPN needs a hardware key", "replace": g.id}, engine=mem)
+    m = mem.get(g.id)
+    assert (m.scope, m.importance, m.expires_at) == ("global", 0.9, None)
+
+
+# ------------------------------------------------------------------------------ 2. a batch dedups against its own state
+def test_batch_stores_the_old_text_of_a_memory_it_replaced(mem):
+    a = mem.remember("The staging database is called orca.")
+    res = mem.remember_many([{"content": "The staging database is called beluga.", "replace": a.id},
+                             {"content": "The staging database is called orca."},
+                             {"content": "The staging database is called beluga."}])
+    assert res[0].stored and res[1].stored and res[1].id != a.id
+    assert mem.get(res[1].id).content == "The staging database is called orca."
+    assert res[2].deduped and res[2].id == a.id            # a holds beluga now
+    assert mem.list_memories().total == 2
+
+
+def test_batch_replacing_twice_forgets_the_middle_text(mem):
+    a = mem.remember("The cache lives in redis.")
+    res = mem.remember_many([{"content": "The cache lives in memcached.", "replace": a.id},
+                             {"content": "The cache lives in valkey.", "replace": a.id},
+                             {"content": "The cache lives in memcached."}])
+    assert res[2].stored and res[2].id != a.id
+    assert {m.content for m in mem.list_memories()} == {"The cache lives in valkey.", "The cache lives in memcached."}
+
+
+# ------------------------------------------------------------------------------ 10. deduped results and expiry
+def test_deduped_result_reports_the_stored_memory_and_extends_its_life(mem, clock):
+    a = mem.remember("Rotate the API signing key every quarter.", ttl=3600)
+    r = mem.remember("Rotate the API signing key every quarter.", scope="project")
+    assert r.deduped and r.id == a.id
+    assert r.expires_at == mem.get(a.id).expires_at == clock[0] + Settings().ttl_project
+    assert r.existing.expires_at == r.expires_at
+    clock[0] += 7200
+    assert [h.document_id for h in mem.recall("API signing key")] == [a.id]      # the index knows too
+    with MemoryEngine(mem.data_dir, project="p", clock=lambda: clock[0]) as other:
+        assert [h.document_id for h in other.recall("API signing key")] == [a.id]
+
+
+def test_remembering_again_never_shortens_a_life(mem, clock):
+    a = mem.remember("The warehouse is read-only on Sundays.", scope="global")
+    r = mem.remember("The warehouse is read-only on Sundays.", scope="global", ttl=60)
+    assert r.deduped and r.expires_at is None and mem.get(a.id).expires_at is None
+    b = mem.remember("Backups are kept for 30 days.", ttl=5000)
+    r = mem.remember("Backups are kept for 30 days.", ttl=60)
+    assert r.expires_at == b.expires_at == mem.get(b.id).expires_at
+
+
+def test_deduped_result_reports_the_stored_memorys_sections(mem):
+    note = "# Plan\n## Monday\nLoad the data.\n## Tuesday\nTrain the model."
+    a = mem.remember(note)
+    r = mem.remember(note.replace("Load", "load"))      # the same text once case is normalised
+    assert r.deduped and r.node_count == a.node_count == 3 and r.scope == "project"
+
+
+def test_batch_copies_of_a_text_live_as_long_as_the_longest(mem, clock):
+    res = mem.remember_many([{"content": "Ship on Thursdays.", "ttl": 100}, {"content": "Ship on Thursdays.", "ttl": 900}])
+    assert res[1].deduped and res[0].expires_at == res[1].expires_at == clock[0] + 900
+    assert mem.get(res[0].id).expires_at == clock[0] + 900
+
+
+def test_batch_remembering_a_replaced_text_extends_the_replacement(mem, clock):
+    a = mem.remember("Standup is at ten.", ttl=100)
+    res = mem.remember_many([{"content": "Standup is at eleven.", "replace": a.id},
+                             {"content": "Standup is at eleven."}])
+    assert res[1].deduped and res[1].id == a.id
+    assert res[1].expires_at == mem.get(a.id).expires_at == clock[0] + Settings().ttl_project
+
+
+def test_duplicate_result_reports_the_existing_memory(mem, clock):
+    a = mem.remember("The nightly scoring job runs at 02:00 UTC on the etl cluster.", scope="global")
+    r = mem.remember("The nightly scoring job runs at 02:00 UTC on the etl cluster!", scope="global", ttl=60)
+    assert r.duplicate and r.id == a.id
+    assert (r.expires_at, r.scope, r.node_count) == (None, "global", 1)
