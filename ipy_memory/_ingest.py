@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _validate as v
 from ._markdown import default_title, parse
-from ._text import content_hash, exchange_content
+from ._text import content_hash, exchange_content, squeeze_spaces
 from .config import Settings
 from .errors import InvalidArgument
 from .redact import redact
@@ -200,7 +200,8 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
         speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200)
                          or v.text(msg["role"], f"message {i} role", max_chars=200))
         node_meta = r.meta(v.metadata(msg.get("metadata")))
-        nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=f"{session_id}/{speaker}",
+        # (spaces squeezed, as a heading's: recall(path=) finds the path however it is spaced)
+        nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=squeeze_spaces(f"{session_id}/{speaker}"),
                                   title=speaker, body=text, stored_body=text,
                                   metadata_json=json.dumps(node_meta, ensure_ascii=False) if node_meta else None,
                                   hash=content_hash(speaker + "\n" + text)))

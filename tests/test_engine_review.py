@@ -147,3 +147,85 @@ def test_duplicate_result_reports_the_existing_memory(mem, clock):
     r = mem.remember("The nightly scoring job runs at 02:00 UTC on the etl cluster!", scope="global", ttl=60)
     assert r.duplicate and r.id == a.id
     assert (r.expires_at, r.scope, r.node_count) == (None, "global", 1)
+
+
+# ------------------------------------------------------------------------------ 3. path= filters before the top is taken
+def _brokers_and_runbook(mem):
+    mem.remember_many([{"content": f"# Broker {i}\nkafka broker kafka broker number {i}", "force": True}
+                       for i in range(30)])
+    mem.remember("# Runbook\nWe restart the consumer group on Mondays, after the weekly load; see the kafka docs and "
+                 "many other unrelated words about the weekly plan, dashboards, alerts, pagers, on-call rotations.")
+
+
+def test_path_filter_finds_a_low_ranked_section_with_a_small_limit(mem):
+    _brokers_and_runbook(mem)
+    assert "Runbook" not in [h.path for h in mem.recall("kafka broker", limit=10)]
+    assert [h.path for h in mem.recall("kafka broker", path="Runbook", limit=1)] == ["Runbook"]
+    assert [h.path for h in mem.recall("kafka broker", path="Runbook", max_tokens=200)] == ["Runbook"]
+    assert len(mem.recall("kafka broker", path="Broker 7", limit=1)) == 1
+
+
+def test_path_filter_with_vectors_ranking(tmp_path):
+    with MemoryEngine(tmp_path, project="p", settings=Settings(vector_weight_hash=0.5)) as mem:
+        _brokers_and_runbook(mem)
+        assert [h.path for h in mem.recall("kafka broker", path="Runbook", limit=1)] == ["Runbook"]
+        assert mem.recall("kafka broker", path="No such heading").hits == []
+
+
+# ------------------------------------------------------------------------------ 8. headings without text of their own
+CHURN = ("# Churn model\n## Features\nTenure and support tickets are the strongest features.\n## Deployment\n"
+         "The scoring job runs nightly at 02:00 UTC on the `etl` cluster.\n")
+
+
+def test_a_heading_without_text_is_no_empty_hit(mem):
+    mem.remember(CHURN)
+    r = mem.recall("churn model", limit=1)
+    assert [(h.path, h.text) for h in r] == [("Churn model/Features",
+                                              "Tenure and support tickets are the strongest features.")]
+    for h in mem.recall("churn model"):
+        assert h.text.strip()
+    assert len({h.id for h in mem.recall("churn model")}) == len(mem.recall("churn model"))
+
+
+def test_readme_example_block_has_the_two_sections(mem):
+    mem.remember(CHURN, metadata={"source": "meeting 2024-05-02"})
+    res = mem.recall("when does scoring run?", max_tokens=400)
+    assert [h.path for h in res] == ["Churn model/Deployment", "Churn model/Features"]
+    assert res.block.startswith('<memory-recall count="2">')
+
+
+def test_a_memory_of_headings_alone_is_still_found(mem):
+    mem.remember("# Buy oat milk")
+    assert [h.path for h in mem.recall("oat milk")] == ["Buy oat milk"]
+
+
+# ------------------------------------------------------------------------------ 9. min_score meets the score shown
+def test_min_score_equal_to_a_hits_score_keeps_it(mem):
+    mem.remember_many(["The nightly job runs at 02:00 on etl.", "The weekly job runs on Sunday at noon.",
+                       "Backups run hourly."])
+    for q in ["job", "nightly job", "when do backups run", "runs"]:
+        for h in mem.recall(q):
+            assert h.id in {x.id for x in mem.recall(q, min_score=h.score)}, (q, h.score)
+
+
+# ------------------------------------------------------------------------------ 11. path= as the heading was typed
+def test_path_matches_headings_with_slashes_and_spacing_as_typed(mem):
+    mem.remember("# CI/CD\n## Runners\nThe runners use the large Ubuntu image.")
+    mem.remember("# Notes\n##   Deploy   steps\nDeploy with the large helm chart.")
+    for path in ["CI/CD", "CI/CD/Runners", "CI∕CD", " CI / CD / Runners ", "CI/CD/"]:
+        assert [h.path for h in mem.recall("large", path=path)] == ["CI∕CD/Runners"], path
+    for path in ["Notes/Deploy   steps", "Notes/Deploy steps", "Notes / Deploy\tsteps", "Notes"]:
+        assert [h.path for h in mem.recall("large", path=path)] == ["Notes/Deploy steps"], path
+    assert mem.recall("large", path="CI").hits == [] and mem.recall("large", path="Notes/Deploy").hits == []
+    with pytest.raises(InvalidArgument, match="path"):
+        mem.recall("large", path=" / ")
+
+
+# ------------------------------------------------------------------------------ a token counter that is not one
+@pytest.mark.parametrize("answer", ["3", None, -1, float("nan"), True])
+def test_token_counter_returning_no_number_is_an_invalid_argument(tmp_path, answer):
+    with MemoryEngine(tmp_path, project="p", settings=Settings(token_counter=lambda s: answer)) as mem:
+        mem.remember("The nightly job runs at 02:00 on etl.")
+        with pytest.raises(InvalidArgument, match="token_counter"):
+            mem.recall("nightly job", max_tokens=100)
+
