@@ -229,3 +229,34 @@ def test_token_counter_returning_no_number_is_an_invalid_argument(tmp_path, answ
         with pytest.raises(InvalidArgument, match="token_counter"):
             mem.recall("nightly job", max_tokens=100)
 
+
+# ------------------------------------------------------------------------------ 4. dream merges copies under one heading path
+def test_dream_keeps_same_text_under_other_headings_findable_by_path(mem):
+    a = mem.remember("# Service A\n## Setup\nRun make bootstrap then make test.\n## Owner\nAlice owns service A.")
+    b = mem.remember("# Service B\n## Setup\nRun make bootstrap then make test.\n## Owner\nBob owns service B.", force=True)
+    assert mem.dream()["removed_nodes"] == 0
+    for m, path in ((a, "Service A"), (b, "Service B")):
+        hits = mem.recall("make bootstrap", path=path)
+        assert [(h.document_id, h.path) for h in hits][:1] == [(m.id, f"{path}/Setup")]
+
+
+def test_dream_still_merges_true_copies(mem):
+    a = mem.remember("# Setup\nRun make bootstrap then make test.\n# Owner\nAlice owns it.")
+    b = mem.remember("# Setup\nRun make bootstrap then make test.\n# Owner\nBob owns it.", force=True)
+    assert mem.dream()["removed_nodes"] == 1
+    assert [h.path for h in mem.recall("make bootstrap", path="Setup")] == ["Setup"]
+    assert "bootstrap" in mem.get(a.id).content and "bootstrap" in mem.get(b.id).content
+
+
+# ------------------------------------------------------------------------------ 5. related() and expiry
+def test_related_never_returns_expired_memories(mem, clock):
+    a = mem.remember("The harbour seals sleep on the northern rocks every night.")
+    b = mem.remember("The harbour seals sleep on the northern rocks most nights.", ttl=100, force=True)
+    mem.dream()
+    assert [r["document_id"] for r in mem.related(a.id)] == [b.id]     # linked while b lives
+    clock[0] += 200
+    assert mem.related(a.id) == [] and mem.related(b.id) == []         # an edge made before b expired
+    mem.dream()
+    assert mem.related(a.id) == []
+    assert not mem.store.query("SELECT 1 FROM edges e JOIN nodes n ON n.key IN (e.src, e.dst) "
+                               "WHERE n.document_id = ?", (b.id,))
