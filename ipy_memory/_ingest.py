@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _validate as v
 from ._markdown import default_title, parse
-from ._text import content_hash, exchange_content, squeeze_spaces
+from ._text import content_hash, exchange_content, question_marks, squeeze_spaces
 from .config import Settings
 from .errors import InvalidArgument
 from .redact import redact
@@ -178,6 +178,7 @@ def _message_text(msg: dict, i: int) -> str:
     raise InvalidArgument(f"message {i}: content must be a str or a list of content parts")
 
 
+# Acknowledgements an exchange leaves out, unless they reply to a question: then "No." is the answer
 _TRIVIAL = {"ok", "okay", "thanks", "thank you", "yes", "no", "sure", "k", "继续", "好的", "好", "谢谢", "嗯"}
 
 
@@ -189,12 +190,15 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
                                                            0.6 if importance is None else importance, ttl, metadata)
     r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
     session_id, metadata = r.text(session_id), r.meta(metadata)
-    nodes, turns = [], []
+    nodes, turns, asked = [], [], False
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
         text = r.text(_message_text(msg, i).strip())
-        if not text or text.lower().strip(" .!") in _TRIVIAL:
+        if not text:
+            continue
+        trivial, asked = not asked and text.lower().strip(" .!") in _TRIVIAL, bool(question_marks(text))
+        if trivial:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
         speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200)

@@ -260,3 +260,24 @@ def test_related_never_returns_expired_memories(mem, clock):
     assert mem.related(a.id) == []
     assert not mem.store.query("SELECT 1 FROM edges e JOIN nodes n ON n.key IN (e.src, e.dst) "
                                "WHERE n.document_id = ?", (b.id,))
+
+
+# ------------------------------------------------------------------------------ 6. short answers to a question are kept
+@pytest.mark.parametrize("answer", ["No.", "Yes", "Sure!", "ok", "好"])
+def test_an_exchange_keeps_a_short_answer_to_a_question(mem, answer):
+    r = mem.remember_exchange("chat-1", [
+        {"role": "user", "content": "Is it safe to run the migration on the prod replica during business hours?"},
+        {"role": "assistant", "content": answer}])
+    assert r.node_count == 2 and f"assistant: {answer}" in mem.get(r.id).content
+    assert answer in mem.recall("migration prod replica business hours").block
+
+
+def test_an_exchange_still_leaves_out_acknowledgements(mem):
+    r = mem.remember_exchange("chat-2", [
+        {"role": "user", "content": "Deploy on Friday?"}, {"role": "assistant", "content": "Yes"},
+        {"role": "user", "content": "thanks"}, {"role": "assistant", "content": "The deploy is at 16:00."},
+        {"role": "user", "content": "ok"}])
+    assert [t.split(": ", 1)[1] for t in mem.get(r.id).content.split("\n\n")] == [
+        "Deploy on Friday?", "Yes", "The deploy is at 16:00."]
+    with pytest.raises(InvalidArgument, match="non-trivial"):
+        mem.remember_exchange("chat-3", [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "thanks"}])
