@@ -281,3 +281,42 @@ def test_an_exchange_still_leaves_out_acknowledgements(mem):
         "Deploy on Friday?", "Yes", "The deploy is at 16:00."]
     with pytest.raises(InvalidArgument, match="non-trivial"):
         mem.remember_exchange("chat-3", [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "thanks"}])
+
+
+# ------------------------------------------------------------------------------ 7. Markdown: no setext heading after a list or quote
+STANDUP = """# Standup 2024-05-02
+- Alice: fixed the churn model's leakage
+- Bob: moved the scoring job to 03:00
+---
+Next standup is on Monday.
+"""
+
+
+def test_a_list_followed_by_a_rule_stays_in_its_section(mem):
+    from ipy_memory._markdown import parse
+    assert [(s.level, s.path, s.body) for s in parse(STANDUP)] == [
+        (1, "Standup 2024-05-02", STANDUP.split("\n", 1)[1].strip())]
+    r = mem.remember(STANDUP)
+    assert r.node_count == 1
+    assert [h.path for h in mem.recall("who moved the scoring job")] == ["Standup 2024-05-02"]
+
+
+@pytest.mark.parametrize("text", [
+    "> Quote line\n---\nafter", "1. first\n2. second\n---\nafter", "* star\n===\nx", "- item\ncontinued lazily\n---\nx",
+    "+ item\n\n  more text of the item\n---\nx", "> quote\n> more\n===\nx", "para\n***\n- a\n---\nx"])
+def test_no_setext_heading_after_a_list_item_or_block_quote(text):
+    from ipy_memory._markdown import _parse_lines, parse
+    assert [s.level for s in parse(text)] == [0]
+    assert parse(text) == _parse_lines(text, screen=False)
+
+
+@pytest.mark.parametrize("text,title", [
+    ("- a list\n\nTitle\n---\nbody", "Title"),                  # a paragraph after the list: a heading again
+    ("para\n***\nMore\n---\nbody", "More"),                     # after a thematic break
+    ("The year was\n1986. A good year\n---\nbody", "The year was 1986. A good year"),   # no list: continues
+    ("Words\n*\n---\nbody", "Words *"),                         # an empty item cannot interrupt a paragraph
+])
+def test_setext_headings_still_found_around_lists(text, title):
+    from ipy_memory._markdown import _parse_lines, parse
+    assert [s.title for s in parse(text) if s.level] == [title]
+    assert parse(text) == _parse_lines(text, screen=False)
