@@ -61,6 +61,9 @@ def collect(rank: Callable[[int], list], node_rows: Callable[[list], dict], stor
         k *= 4
 
 
+_SPACES = "' ' || char(9) || char(10) || char(13)"     # (for trim(): bodies hold no other space at their ends)
+
+
 def stand_ins(store, empty: list[tuple]) -> dict[int, int]:
     """{key of a section without text (NODE_SELECT row): key of its first subsection with text}, for
     those that have one."""
@@ -83,9 +86,6 @@ def stand_ins(store, empty: list[tuple]) -> dict[int, int]:
                 out[r[0]] = key
                 break
     return out
-
-
-_SPACES = "' ' || char(9) || char(10) || char(13)"
 
 
 def hits(cands: list, rows: dict[int, tuple], subs: dict[int, tuple], want: int,
