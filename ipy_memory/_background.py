@@ -254,7 +254,8 @@ class BackgroundMixin:
             if not isinstance(content, str) or not content.strip():
                 raise InvalidArgument("fire(content): content must be a non-empty str")
             kw = copy.deepcopy(kw)       # the caller may mutate its metadata dict after we return
-            kw.setdefault("project", self.project)   # the project current when fired
+            if kw.get("replace") is None:     # (a replacement keeps its memory's project)
+                kw.setdefault("project", self.project)   # the project current when fired
         except Exception as exc:
             log.warning("ipy_memory: fire() ignored: %s", exc)
             return False

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _validate as v
 from ._markdown import default_title, parse
-from ._text import content_hash, exchange_content
+from ._text import content_hash, exchange_content, question_marks, squeeze_spaces
 from .config import Settings
 from .errors import InvalidArgument
 from .redact import redact
@@ -34,9 +34,9 @@ class PreparedNode:
 class Prepared:
     content: str
     title: str
-    scope: str
+    scope: str | None          # None (and importance, metadata): a replacement keeps the memory's
     project: str | None
-    importance: float
+    importance: float | None
     ttl: float | None
     force: bool
     replace: str | None
@@ -48,6 +48,8 @@ class Prepared:
     redactions: int = 0
     vectors: np.ndarray | None = field(default=None, repr=False)
     metadata_json: str | None = None   # `metadata` encoded as stored, when validation's encoding still holds
+    keep_expiry: bool = False          # a replacement without ttl=: its memory's expiry stays (_writer)
+    session: str | None = None         # a replacement of a session memory: that session (_writer)
 
     def embedding_texts(self, context_chars: int) -> list[str]:
         return embedding_texts([(n.path, n.body, n.title) for n in self.nodes], context_chars)
@@ -104,8 +106,9 @@ class _Redactor:
 
 
 def _common(scope, project, importance, ttl, metadata):
-    return (v.scope(scope), v.name(project, "project") if project is not None else None,
-            v.number(importance, "importance", 0.0, 1.0), v.ttl(ttl), *v.encoded_metadata(metadata))
+    return (v.scope(scope) if scope is not None else None, v.name(project, "project") if project is not None else None,
+            v.number(importance, "importance", 0.0, 1.0) if importance is not None else None, v.ttl(ttl),
+            *v.encoded_metadata(metadata))
 
 
 def prepare(item: dict, settings: Settings) -> Prepared:
@@ -116,9 +119,13 @@ def prepare(item: dict, settings: Settings) -> Prepared:
         raise InvalidArgument("missing 'content': the text to remember")
     content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
     title = v.optional_text(item.get("title"), "title")
-    scope, project, importance, ttl, metadata, meta_json = _common(item.get("scope", "project"), item.get("project"),
-                                                                   item.get("importance", 0.6), item.get("ttl"),
-                                                                   item.get("metadata"))
+    replace = item.get("replace")
+    # None, or absent, is "not given": a new memory's default, the replaced memory's own value
+    given = {k: item.get(k) for k in ("scope", "importance")}
+    default = {"scope": "project", "importance": 0.6} if replace is None else {"scope": None, "importance": None}
+    scope, importance = (given[k] if given[k] is not None else default[k] for k in ("scope", "importance"))
+    scope, project, importance, ttl, metadata, meta_json = _common(scope, item.get("project"), importance,
+                                                                   item.get("ttl"), item.get("metadata"))
     r = _Redactor(settings.redact == "all")
     content, title = r.text(content), r.text(title)
     before = r.count
@@ -127,7 +134,6 @@ def prepare(item: dict, settings: Settings) -> Prepared:
         meta_json = None         # redacted: the writer encodes what is left
     redactions = r.count
     force = v.flag(item.get("force", False), "force")
-    replace = item.get("replace")
     if replace is not None:
         doc_id, ord_ = v.memory_id(replace)
         if ord_ is not None:
@@ -145,7 +151,8 @@ def prepare(item: dict, settings: Settings) -> Prepared:
                                   hash=doc_hash if single and not sec.title else content_hash(sec.title + "\n" + sec.body)))
     return Prepared(content=content, title=title or default_title(content, sections), scope=scope, project=project,
                     importance=importance, ttl=ttl, force=force, replace=replace, metadata=metadata, kind="note",
-                    nodes=nodes, hash=doc_hash, redactions=redactions, metadata_json=meta_json)
+                    nodes=nodes, hash=doc_hash, redactions=redactions, metadata_json=meta_json,
+                    keep_expiry=replace is not None and item.get("ttl") is None)
 
 
 def _message_text(msg: dict, i: int) -> str:
@@ -171,6 +178,7 @@ def _message_text(msg: dict, i: int) -> str:
     raise InvalidArgument(f"message {i}: content must be a str or a list of content parts")
 
 
+# Acknowledgements an exchange leaves out, unless they reply to a question: then "No." is the answer
 _TRIVIAL = {"ok", "okay", "thanks", "thank you", "yes", "no", "sure", "k", "继续", "好的", "好", "谢谢", "嗯"}
 
 
@@ -178,21 +186,26 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
     session_id = v.text(session_id, "session_id", max_chars=256)
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
-    scope, project, importance, ttl, metadata, _ = _common(scope, project, importance, ttl, metadata)
+    scope, project, importance, ttl, metadata, _ = _common("project" if scope is None else scope, project,
+                                                           0.6 if importance is None else importance, ttl, metadata)
     r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
     session_id, metadata = r.text(session_id), r.meta(metadata)
-    nodes, turns = [], []
+    nodes, turns, asked = [], [], False
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")
         text = r.text(_message_text(msg, i).strip())
-        if not text or text.lower().strip(" .!") in _TRIVIAL:
+        if not text:
+            continue
+        trivial, asked = not asked and text.lower().strip(" .!") in _TRIVIAL, bool(question_marks(text))
+        if trivial:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)
         speaker = r.text(v.optional_text(msg.get("name"), f"message {i} name", max_chars=200)
                          or v.text(msg["role"], f"message {i} role", max_chars=200))
         node_meta = r.meta(v.metadata(msg.get("metadata")))
-        nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=f"{session_id}/{speaker}",
+        # (spaces squeezed, as a heading's: recall(path=) finds the path however it is spaced)
+        nodes.append(PreparedNode(ord=len(nodes), parent_ord=None, depth=0, path=squeeze_spaces(f"{session_id}/{speaker}"),
                                   title=speaker, body=text, stored_body=text,
                                   metadata_json=json.dumps(node_meta, ensure_ascii=False) if node_meta else None,
                                   hash=content_hash(speaker + "\n" + text)))

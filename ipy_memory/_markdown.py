@@ -1,9 +1,9 @@
 """Markdown -> a flat list of sections in document order, each knowing its heading chain.
 
-Only what memory needs: ATX (`## x`) and setext (`x` underlined by `===`/`---`) headings, fenced
-code blocks (whose `#` lines are code, not headings; an unclosed fence runs to the end) and a
-leading YAML front-matter block (kept as text, never parsed into headings). A leading byte order
-mark (U+FEFF) is dropped.
+Only what memory needs: ATX (`## x`) and setext (`x` underlined by `===`/`---`; not the text of a
+list item or block quote, as in CommonMark) headings, fenced code blocks (whose `#` lines are code,
+not headings; an unclosed fence runs to the end) and a leading YAML front-matter block (kept as
+text, never parsed into headings). A leading byte order mark (U+FEFF) is dropped.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FRONT_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$")
+# what a setext underline cannot follow (CommonMark): a thematic break, a block quote, a list item
+# (the text of either continues without a blank line, lazily; "- a\n---" is a list and a rule)
+_BREAK = re.compile(r" {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}$")
+_ITEM = re.compile(r" {0,3}(?:[-*+]|(\d{1,9})[.)])(?:([ \t]+)(\S?)|$)")
+_OPENS = frozenset("-*+_>0123456789")       # what such a line starts with (after at most three spaces)
 _BOM = "\ufeff"      # some editors start a file with one: it would hide the first heading
 _SENTENCE = re.compile(r"^(.{1,120}?)(?:[.!?。！？](?:\s|$)|\n|$)", re.S)
 
@@ -47,6 +52,21 @@ def parse(text: str) -> list[Section]:
 _MARKS = frozenset("#`~=-")
 
 
+def _opens(line: str, rest: str, in_paragraph: bool) -> tuple[str | None, int]:
+    """What `line` (`rest`: without its indent of at most three spaces) opens: ("break", 0),
+    ("quote", 0), ("item", the column of its text) or (None, 0). An empty item, or a numbered one
+    not numbered 1, cannot interrupt a paragraph: it continues it."""
+    c = rest[:1]
+    if c == ">":
+        return "quote", 0
+    if c in ("-", "*", "_") and _BREAK.match(line):
+        return "break", 0
+    m = _ITEM.match(line) if c in ("-", "*", "+") or "0" <= c <= "9" else None
+    if m is None or in_paragraph and (not m.group(3) or m.group(1) not in (None, "1")):
+        return None, 0
+    return "item", (m.end(2) if m.group(2) and len(m.group(2)) <= 4 else m.end() + 1)
+
+
 def _parse_lines(text: str, screen: bool = True) -> list[Section]:
     """The sections of `text`, line by line. With `screen`, a line is matched against the regexes
     only if its first character after at most three spaces is one they start with (prose lines
@@ -62,6 +82,8 @@ def _parse_lines(text: str, screen: bool = True) -> list[Section]:
                 start = j + 1
                 break
     para_start = -1                               # first line of the current paragraph, or -1
+    lazy = False                                  # in a list item or block quote's text
+    item = 0                                      # the column of the last list item's text (0: none)
     for i in range(start, len(lines)):
         line = lines[i]
         rest = line.lstrip(" ")
@@ -74,12 +96,12 @@ def _parse_lines(text: str, screen: bool = True) -> list[Section]:
         if marked:
             m = _FENCE.match(line)
             if m:
-                fence, para_start = m.group(1), -1
+                fence, para_start, lazy, item = m.group(1), -1, False, 0
                 continue
             m = _ATX.match(line)
             if m:
                 headings.append((i, len(m.group(1)), _clean_heading(m.group(2) or "")))
-                para_start = -1
+                para_start, lazy, item = -1, False, 0
                 continue
             if _SETEXT.match(line) and para_start >= 0:
                 title = " ".join(ln.strip() for ln in lines[para_start:i])
@@ -87,10 +109,19 @@ def _parse_lines(text: str, screen: bool = True) -> list[Section]:
                 skip.update(range(para_start + 1, i + 1))
                 para_start = -1
                 continue
-        if not line.strip() or line.startswith(("    ", "\t")):
+        if not line.strip():
+            para_start, lazy = -1, False
+        elif line.startswith(("    ", "\t")):
             para_start = -1
-        elif para_start < 0:
-            para_start = i
+        else:
+            kind, column = _opens(line, rest, para_start >= 0) if rest[:1] in _OPENS else (None, 0)
+            if kind is not None:
+                para_start, lazy = -1, kind != "break"
+                item = column if kind == "item" else item if kind == "quote" else 0
+            elif lazy or item and len(line) - len(rest) >= item:     # (a list item's text after a blank line)
+                para_start, lazy = -1, True
+            elif para_start < 0:
+                para_start, item = i, 0
 
     sections: list[Section] = []
     first = headings[0][0] if headings else len(lines)

@@ -20,21 +20,23 @@ from .lexical import query_terms
 
 
 class Candidate:
-    """A ranked node: its key and fused score. (A plain class: a dataclass cost 0.4 ms of the import.)"""
+    """A ranked node: its key and fused score, and whether it has no words of its own (`bare`: a
+    heading whose text is in its subsections, say). (A plain class: a dataclass cost 0.4 ms of the import.)"""
 
-    __slots__ = ("key", "score")
+    __slots__ = ("key", "score", "bare")
 
-    def __init__(self, key: int, score: float):
-        self.key, self.score = key, score
+    def __init__(self, key: int, score: float, bare: bool = False):
+        self.key, self.score, self.bare = key, score, bare
 
     def __repr__(self) -> str:
         return f"Candidate(key={self.key}, score={self.score})"
 
 
 _BESIDE_ROWS = 20_000        # an exact scan this large runs beside the lexical scoring
+_SCORE_ALLOWED = 20_000      # up to this many sections allowed (recall's path=), each is scored exactly
 
 
-def _vector_searches(shards, qvec, pool: int) -> list:
+def _vector_searches(shards, qvec, pool: int, allowed=None) -> list:
     """Per shard, a callable giving its vector top-`pool`. Large exact scans release the GIL, so they
     start now on a worker thread and overlap the lexical scoring (100k memories: ~2 ms of ~15). But
     not the first search of a snapshot just loaded, whose reads are first touches and piece checks:
@@ -46,6 +48,8 @@ def _vector_searches(shards, qvec, pool: int) -> list:
         vec = shard.vec
         if qvec is None or not len(vec):
             out.append(None)
+        elif allowed is not None and len(allowed) <= _SCORE_ALLOWED:
+            out.append(lambda: (allowed, None))
         elif len(vec) >= _BESIDE_ROWS and vec.graph is None and vec.row_checks is None:
             out.append(SCANS.submit(vec.search, qvec, pool, start_columns=False).result)
         else:
@@ -54,11 +58,13 @@ def _vector_searches(shards, qvec, pool: int) -> list:
 
 
 def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_query=None,
-         expand=None) -> list[Candidate]:
-    """Top-k candidates. `expand(query)` gives extra query terms (a Counter of term hashes), scored
-    at `expand_weight` beside the query's own (see _expand)."""
+         expand=None, allowed=None) -> list[Candidate]:
+    """The top k candidates with words of their own, and the `bare` ones ranked among them (the
+    caller decides what they stand for). `expand(query)` gives extra query terms (a Counter of term
+    hashes), scored at `expand_weight` beside the query's own (see _expand). `allowed`: only these
+    keys (ascending) are candidates, ranked among themselves."""
     try:
-        return _rank(shards, query, embedder, s, now, k, embed_query, expand)
+        return _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed)
     finally:
         # a cold space's first sparse query asks for the int8 columns: their build (0.35-0.6 s at
         # 100k memories) starts now, not while this recall's own scans compete with it for the cores
@@ -67,13 +73,13 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
                 shard.vec.start_wanted_columns()
 
 
-def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candidate]:
+def _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed) -> list[Candidate]:
     qterms, qcues = query_terms(query), question_cues(query)
     w = s.vector_weight_semantic if embedder.semantic else s.vector_weight_hash
     qvec = (embed_query or embedder.embed_query)(query) if w > 0 else None
     pool = max(s.candidates, k)
     parts = []   # per shard: keys, lexical, cosine, created, importance
-    searches = _vector_searches(shards, qvec, pool) if qvec is not None else [None] * len(shards)
+    searches = _vector_searches(shards, qvec, pool, allowed) if qvec is not None else [None] * len(shards)
     for shard in shards[:1]:
         shard.owner.checks.start()      # snapshot checks left for later: behind the scans just queued
     expanded = expand(query) if expand is not None else None
@@ -81,6 +87,11 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
         lex = shard.lex.scores(qterms, qcues, now)
         if expanded:
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
+        if allowed is not None:       # (filtered before the top is taken: other sections cannot crowd it out)
+            keep = np.zeros(len(lex), bool)
+            slots = shard.lex.slots(allowed)
+            keep[slots[slots >= 0]] = True
+            lex = np.where(keep, lex, 0)
         top = largest_nonzero(lex, pool)
         keys = shard.lex.keys.view[top]
         if vector_search is not None:
@@ -90,6 +101,8 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
             slots = shard.lex.slots(vkeys)
             ok = slots >= 0
             ok[ok] &= shard.lex.expires.view[slots[ok]] > now
+            if allowed is not None:
+                ok[ok] &= keep[slots[ok]]
             extra = unique(slots[ok])
             extra = extra[~isin(extra, top)]
             top = np.concatenate([top, extra])
@@ -97,10 +110,11 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
             cos = shard.vec.dots(keys, qvec)
         else:
             cos = np.zeros(len(top), np.float32)
-        parts.append((keys, lex[top], cos, shard.lex.created.view[top], shard.lex.importance.view[top]))
+        parts.append((keys, lex[top], cos, shard.lex.created.view[top], shard.lex.importance.view[top],
+                      shard.lex.length.view[top] == 0))
     if not parts:
         return []
-    keys, lex, cos, created, imp = (np.concatenate(x) for x in zip(*parts))
+    keys, lex, cos, created, imp, bare = (np.concatenate(x) for x in zip(*parts))
     if not len(keys):
         return []
     score = lex / lex.max() if lex.max() > 0 else np.zeros(len(keys))
@@ -108,5 +122,7 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand) -> list[Candi
         score = score + w * np.maximum(cos, 0) / cos.max()
     score = score * (1 + s.importance_weight * (imp - 0.6))
     score = score * (1 + s.recency_weight * 0.5 ** (np.maximum(now - created, 0) / s.recency_half_life))
-    order = np.argsort(-score, kind="stable")[:k]
-    return [Candidate(int(keys[i]), float(score[i])) for i in order if score[i] > 0]
+    order = np.argsort(-score, kind="stable")
+    order = order[score[order] > 0]
+    order = order[:int(np.searchsorted(np.cumsum(~bare[order]), k)) + 1]    # to the k-th with words
+    return [Candidate(int(keys[i]), float(score[i]), bool(bare[i])) for i in order]

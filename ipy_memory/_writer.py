@@ -94,6 +94,11 @@ def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, ve
     return db.execute("SELECT max(seq) FROM changes").fetchone()[0]
 
 
+def later(a: float | None, b: float | None) -> float | None:
+    """The later of two expiries (None: never)."""
+    return None if a is None or b is None else max(a, b)
+
+
 def new_ids(db, count: int) -> list[str]:
     """`count` fresh memory ids, ascending: milliseconds since the epoch above 20 bits of sequence.
 
@@ -141,31 +146,47 @@ class BatchWriter:
         return found
 
     def write(self, preps: list[Prepared]) -> list[RememberResult]:
-        """The batch's rows, held for flush_beside_indexing (a replacement flushes what precedes it)."""
+        """The batch's rows, held for flush_beside_indexing (a replacement flushes what precedes it).
+        Each item is checked against the store as the items before it left it."""
         existing, seen, results = self._existing(preps), {}, []
+        holds = {row[0]: key for key, row in existing.items()}     # memory id -> the key of its text
         # every vector of the batch in float16 at once: as stored, and as the index keeps it (None:
         # vectors come later, add_sections; only for new documents written without a duplicate check)
         half = _kernels.to_half(np.concatenate([p.vectors for p in preps])) if preps[0].vectors is not None else None
         starts = [0, *accumulate(len(p.nodes) for p in preps)]
+        latest = self._latest_expiry(preps)
         fresh = None
         for j, p in enumerate(preps):
-            ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
-            expires = None if ttl is None else self.now + ttl
-            base = dict(node_count=len(p.nodes), space=p.space, scope=p.scope, expires_at=expires)
             if p.replace is None:
+                expires = latest[(p.space, p.hash)]
                 if (p.space, p.hash) in seen:
-                    prior = seen[(p.space, p.hash)]
-                    results.append(RememberResult(id=prior, document_id=prior, deduped=True, **base))
+                    prior, count, scope, was = seen[(p.space, p.hash)]
+                    # (only a replacement can hold less: new ones got the latest, _latest_expiry)
+                    expires = self._refresh(prior, p.space, was, expires)
+                    seen[(p.space, p.hash)] = (prior, count, scope, expires)
+                    results.append(RememberResult(id=prior, document_id=prior, deduped=True, node_count=count,
+                                                  space=p.space, scope=scope, expires_at=expires))
                     continue
                 row = existing.get((p.space, p.hash))
                 if row:
-                    results.append(RememberResult(id=row[0], document_id=row[0], deduped=True, existing=memory_row(row), **base))
+                    row = (*row[:12], self._refresh(row[0], p.space, row[12], expires), *row[13:])
+                    existing[(p.space, p.hash)] = row
+                    results.append(RememberResult(id=row[0], document_id=row[0], deduped=True, existing=memory_row(row),
+                                                  node_count=row[9], space=p.space, scope=row[3], expires_at=row[12]))
                     continue
                 dup = None if p.force else semantic_duplicate(self.e, self.db, p, self.now)
                 if dup:
-                    results.append(RememberResult(id=dup[0].id, document_id=dup[0].id, duplicate=True,
-                                                  existing=dup[0], similarity=dup[1], **base))
+                    m = dup[0]
+                    results.append(RememberResult(id=m.id, document_id=m.id, duplicate=True, existing=m, similarity=dup[1],
+                                                  node_count=m.node_count, space=m.space, scope=m.scope,
+                                                  expires_at=m.expires_at))
                     continue
+            else:
+                expires = self._replacing(p)
+                gone = holds.pop(p.replace, None)     # the text it replaces is no longer stored there
+                for held in (existing, seen):
+                    if gone in held and held[gone][0] == p.replace:
+                        del held[gone]
             if p.replace is None and fresh is None:
                 fresh = iter(new_ids(self.db, len(preps) - j))   # (duplicates' ids go unused)
             doc_id = p.replace or next(fresh)
@@ -176,23 +197,68 @@ class BatchWriter:
                 self.later.append((p, doc_id, expires))
             else:
                 self._document(p, doc_id, expires, half[starts[j]:starts[j + 1]])
-            seen[(p.space, p.hash)] = doc_id
-            results.append(RememberResult(id=doc_id, document_id=doc_id, **base))
+            seen[(p.space, p.hash)] = (doc_id, len(p.nodes), p.scope, expires)
+            holds[doc_id] = (p.space, p.hash)
+            results.append(RememberResult(id=doc_id, document_id=doc_id, node_count=len(p.nodes), space=p.space,
+                                          scope=p.scope, expires_at=expires))
         return results
 
+    def _latest_expiry(self, preps: list[Prepared]) -> dict[tuple[str, str], float | None]:
+        """Per (space, hash) of the batch's new items, the latest expiry any of them asks for: the
+        memory the text is stored as (or already was) lives that long."""
+        latest: dict[tuple[str, str], float | None] = {}
+        for p in preps:
+            if p.replace is None:
+                ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
+                expires = None if ttl is None else self.now + ttl
+                key = (p.space, p.hash)
+                latest[key] = later(latest[key], expires) if key in latest else expires
+        return latest
+
+    def _refresh(self, doc_id: str, space: str, was: float | None, expires: float | None) -> float | None:
+        """A memory remembered again lives at least as long as the new copy would have (never
+        shorter, `later`): the expiry it now has."""
+        if later(was, expires) == was:
+            return was
+        self.db.execute("UPDATE documents SET expires_at = ? WHERE id = ?", (expires, doc_id))
+        self.db.execute("INSERT INTO changes (op, node_key, space) SELECT 'expiry', key, ? FROM nodes "
+                        "WHERE document_id = ?", (space, doc_id))
+        return later(was, expires)
+
+    def _replacing(self, p: Prepared) -> float | None:
+        """Fills in what a replacement's caller left out (None) from the memory it replaces: scope,
+        project (or session), importance, metadata, and its expiry unless ttl= is given or the scope
+        changes (then the new scope's default, from now). Returns the expiry."""
+        self.flush()          # the document may have been written earlier in this batch
+        row = self.db.execute("SELECT space, scope, project, importance, metadata, expires_at FROM documents "
+                              "WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)", (p.replace, self.now)).fetchone()
+        if row is None:       # (an expired one is gone, if not yet purged)
+            raise NotFound(f"replace={p.replace!r}: no such memory (it may have been forgotten or expired)")
+        space, scope, project, importance, metadata, expires = row
+        p.scope = p.scope or scope
+        same = p.scope == scope
+        if same and p.project is None and scope == "project":
+            p.project = project
+        if same and scope == "session":
+            p.session = space.removeprefix("session:")
+        p.space = self.e._space(p.scope, p.project, p.session)
+        p.importance = importance if p.importance is None else p.importance
+        if p.metadata is None and p.metadata_json is None:
+            p.metadata_json = metadata
+        if p.keep_expiry and same:
+            return expires
+        ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
+        return None if ttl is None else self.now + ttl
+
     def _document(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray | None) -> None:
-        """The document's row (or its replacement), and its sections' unless `half` is None."""
+        """The document's row (or its replacement, after _replacing), and its sections' unless `half` is None."""
         meta = p.metadata_json
         if meta is None and p.metadata is not None:
             meta = json.dumps(p.metadata, ensure_ascii=False)
-        row = (p.space, p.scope, p.project_name(self.e.project), self.e.session, p.kind, p.title, p.content,
-               p.hash, p.importance, meta)
+        row = (p.space, p.scope, p.project_name(self.e.project), p.session or self.e.session, p.kind, p.title,
+               p.content, p.hash, p.importance, meta)
         if p.replace is not None:
-            self.flush()          # the document may have been written earlier in this batch
             db = self.db
-            if not db.execute("SELECT 1 FROM documents WHERE id = ? AND (expires_at IS NULL OR expires_at > ?)",
-                              (doc_id, self.now)).fetchone():     # (an expired one is gone, if not yet purged)
-                raise NotFound(f"replace={doc_id!r}: no such memory (it may have been forgotten or expired)")
             old = db.execute("SELECT n.key, d.space FROM nodes n JOIN documents d ON d.id = n.document_id "
                              "WHERE d.id = ?", (doc_id,)).fetchall()
             _dreamed.release(db, [k for k, _ in old], [doc_id])    # sections dream() set aside

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -11,8 +10,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
-from . import _dreamed, _validate as v
-from . import block as _block
+from . import _dreamed, _hits, _validate as v
 from ._background import BackgroundMixin
 from ._reembed import EmbeddingMixin
 from ._removal import RemovalMixin
@@ -27,7 +25,7 @@ from .embeddings import Embedder, get_embedder, installed_local_preset
 from .embeddings.base import StandIn
 from .config import env as _env
 from .errors import EmbedderMismatch, InvalidArgument, NotFound, StorageError
-from .models import Hit, Memory, MemoryList, Origin, RecallResult, RememberResult, Stats
+from .models import Memory, MemoryList, Origin, RecallResult, RememberResult, Stats
 from .store import DOC_COLS as _DOC_COLS
 from .store import NODE_SELECT, Store
 from .store import memory_row as _memory
@@ -166,10 +164,16 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         return [self._space(s, project, session) for s in v.scopes(scope)]
 
     # ------------------------------------------------------------------------------ writing
-    def remember(self, content: str, *, title: str | None = None, scope: str = "project", project: str | None = None,
-                 importance: float = 0.6, ttl: float | None = None, force: bool = False, replace: str | None = None,
-                 metadata: dict | None = None) -> RememberResult:
-        """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult."""
+    def remember(self, content: str, *, title: str | None = None, scope: str | None = None, project: str | None = None,
+                 importance: float | None = None, ttl: float | None = None, force: bool = False,
+                 replace: str | None = None, metadata: dict | None = None) -> RememberResult:
+        """Store Markdown `content` (headings become sections). Returns what was done; see RememberResult.
+
+        None is "not given": a new memory gets scope "project" (this engine's project), importance
+        0.6, the scope's TTL and no metadata. `replace=ID` swaps that memory's content and keeps its
+        id and whatever is not given: scope, project (or session), importance, metadata, and its
+        expiry (ttl=0 restarts the scope's TTL; a new scope gets its TTL from now). The same text
+        again is `deduped` and makes the memory live at least as long as the new copy would."""
         item = dict(content=content, title=title, scope=scope, project=project, importance=importance,
                     ttl=ttl, force=force, replace=replace, metadata=metadata)
         return self._write([self._prepare(item, _write_path()[0].prepare)])[0]
@@ -204,7 +208,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
 
     def _prepare(self, item: dict, prepare: Callable) -> Prepared:
         prep = prepare(item, self.settings)
-        prep.space = self._space(prep.scope, prep.project)
+        if prep.scope is not None:          # (a replacement's space may be its memory's: _writer)
+            prep.space = self._space(prep.scope, prep.project)
         return prep
 
     @locked
@@ -226,7 +231,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                 p.vectors = v
         self.shards.sync()
         for p in preps:  # load the spaces' indexes outside the write lock (dedup searches them)
-            if not p.force:
+            if not (p.force or p.replace):
                 self.shards.get(p.space)
         writer = None
         try:
@@ -273,28 +278,16 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         self._check_epoch()
         self.shards.sync()
         now = self.clock()
-        pool = 50 if max_tokens else limit
-        cands = self._rank(spaces, query, now, pool * (10 if path else 1))
-        rows = self._node_rows([c.key for c in cands])
-        hits: list[Hit] = []
-        for c in cands:
-            r = rows.get(c.key)
-            if r is None or (path and not (r[4] == path or r[4].startswith(path.rstrip("/") + "/"))):
-                continue
-            if min_score is not None and c.score < min_score:
-                break
-            meta = {**(json.loads(r[14]) if r[14] else {}), **(json.loads(r[7]) if r[7] else {})} or None
-            hits.append(Hit(id=f"{r[1]}#{r[2]}", document_id=r[1], path=r[4], title=r[5] or r[15], text=r[6],
-                            score=round(float(c.score), 6), scope=r[9], space=r[8], created_at=r[11], metadata=meta))
-            if len(hits) >= pool:
-                break
-        result = self._budget(query, hits, limit, max_tokens)
+        allowed = _hits.keys_under(self.store, spaces, path, now) if path is not None else None
+        result = _hits.budget(query, _hits.collect(
+            lambda k: self._rank(spaces, query, now, k, allowed) if allowed is None or len(allowed) else [],
+            self._node_rows, self.store, 50 if max_tokens else limit, min_score), limit, max_tokens, self.settings)
         result.origin = Origin(self, scope=scope, project=project, session=session, limit=limit,
                                max_tokens=max_tokens, path=path, min_score=min_score)
         self._on_recall(result.hits)
         return result
 
-    def _rank(self, spaces: list[str], query: str, now: float, pool: int) -> list[Candidate]:
+    def _rank(self, spaces: list[str], query: str, now: float, pool: int, allowed=None) -> list[Candidate]:
         """rank() over the spaces' shards. The background checks of snapshots loaded for it run
         beside the ranking and are settled before it answers: after a damaged one, it ranks again
         on what SQLite rebuilt."""
@@ -302,34 +295,14 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         try:
             shards = [self.shards.get(s) for s in spaces]
             cands = rank(shards, query, self.embedder, self.settings, now, pool, self._embed_query,
-                         lambda q: expansion(self, shards, q))
+                         lambda q: expansion(self, shards, q), allowed)
         except Exception:
             if self.shards.settle():        # it failed on a damaged snapshot's values
-                return self._rank(spaces, query, now, pool)
+                return self._rank(spaces, query, now, pool, allowed)
             raise
         finally:
             self.shards.defer_checks = False
-        return self._rank(spaces, query, now, pool) if self.shards.settle(answer=True) else cands
-
-    def _budget(self, query: str, hits: list[Hit], limit: int, max_tokens: int | None) -> RecallResult:
-        count = self.settings.token_counter
-        locale = self.settings.locale
-        budget = (max_tokens - _block.frame_cost(locale, count)) if max_tokens else None
-        chosen, items, used = [], [], 0
-        for h in hits:
-            text = _block.item(len(chosen) + 1, h.created_at, h.label, h.text)
-            cost = count(text) + 1
-            if budget is not None and used + cost > budget:
-                continue
-            chosen.append(h)
-            items.append(text)
-            used += cost
-            if len(chosen) >= limit:
-                break
-        block = _block.render(items, locale)
-        if max_tokens is not None and count(block) > max_tokens:   # not even the frame fits the budget
-            return RecallResult(query, [], "", tokens=0, candidates=len(hits))
-        return RecallResult(query, chosen, block, tokens=count(block), candidates=len(hits))
+        return self._rank(spaces, query, now, pool, allowed) if self.shards.settle(answer=True) else cands
 
     def _node_rows(self, keys: list[int]) -> dict[int, tuple]:
         if not keys:

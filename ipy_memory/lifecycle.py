@@ -211,8 +211,8 @@ class LifecycleMixin(AccessMixin):
               neighbors: int | None = None) -> dict:
         """Consolidate: drop exact duplicate nodes within each space and rebuild 'similar' edges.
 
-        A duplicate node is removed only when another node with the same normalised content stays
-        indexed at least as long (expiry) and its document keeps at least one node; documents and
+        A duplicate node is removed only when another node with the same normalised content and
+        heading path stays indexed at least as long (expiry) and its document keeps at least one node; documents and
         their source text are never touched; a removed node is kept aside (_dreamed) and indexed again
         if the copy kept goes. Idempotent. Returns {"removed_nodes", "edges", "spaces"}."""
         self._writable("dream")
@@ -234,9 +234,11 @@ class LifecycleMixin(AccessMixin):
         with self.store.write() as db:
             for stmt in _EDGES.split(";"):
                 db.execute(stmt)
+            # copies under the same heading path only: a set-aside section is found (and shown) as the
+            # copy kept, so recall(path=) of its own memory's headings must still reach it
             rows = db.execute(
-                "SELECT n.key, n.content_hash, n.document_id, COALESCE(d.expires_at, 1e308), d.importance "
-                "FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.space = ? AND "
+                "SELECT n.key, n.content_hash || '/' || n.path, n.document_id, COALESCE(d.expires_at, 1e308), "
+                "d.importance FROM nodes n JOIN documents d ON d.id = n.document_id WHERE d.space = ? AND "
                 "(d.expires_at IS NULL OR d.expires_at > ?)", (space, now)).fetchall()
             remaining = dict(db.execute(
                 "SELECT n.document_id, count(*) FROM nodes n JOIN documents d ON d.id = n.document_id "
@@ -269,8 +271,9 @@ class LifecycleMixin(AccessMixin):
         # read and score outside the write lock: scoring a large space takes a while
         with self.store.read() as db:
             rows = db.execute("SELECT v.node_key, v.vec FROM vectors v JOIN nodes n ON n.key = v.node_key "
-                              "JOIN documents d ON d.id = n.document_id WHERE d.space = ? ORDER BY v.node_key",
-                              (space,)).fetchall()
+                              "JOIN documents d ON d.id = n.document_id WHERE d.space = ? AND "
+                              "(d.expires_at IS NULL OR d.expires_at > ?) ORDER BY v.node_key",
+                              (space, self.clock())).fetchall()
         keys = np.array([r[0] for r in rows], np.int64)
         mat = decode_vecs([r[1] for r in rows], self.embedder.dim)
         edges = []
@@ -300,11 +303,13 @@ class LifecycleMixin(AccessMixin):
         limit = v.integer(limit, "limit", 1, 200)
         if not self._has_edges():
             return []
+        now = self.clock()          # (an edge outlives the expiry of either end until the next dream)
         rows = self.store.query(
             "SELECT d.id, n.ord, COALESCE(NULLIF(n.title, ''), d.title), e.weight FROM nodes s "
-            "JOIN edges e ON e.src = s.key JOIN nodes n ON n.key = e.dst JOIN documents d ON d.id = n.document_id "
-            "WHERE s.document_id = ? AND s.ord = ? ORDER BY e.weight DESC, n.key LIMIT ?",
-            (doc_id, ord_ or 0, limit))
+            "JOIN documents sd ON sd.id = s.document_id JOIN edges e ON e.src = s.key JOIN nodes n ON n.key = e.dst "
+            "JOIN documents d ON d.id = n.document_id WHERE s.document_id = ? AND s.ord = ? AND "
+            "(sd.expires_at IS NULL OR sd.expires_at > ?) AND (d.expires_at IS NULL OR d.expires_at > ?) "
+            "ORDER BY e.weight DESC, n.key LIMIT ?", (doc_id, ord_ or 0, now, now, limit))
         return [{"id": f"{d}#{o}", "document_id": d, "title": t, "weight": w} for d, o, t, w in rows]
 
     # ------------------------------------------------------------------------------ backup and compaction

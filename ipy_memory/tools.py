@@ -128,15 +128,15 @@ register(ToolSpec(
     "Store a durable fact, decision or note in long-term memory as Markdown (headings become sections). "
     "Identical text is not stored twice; a near-duplicate is reported instead unless force is true.",
     {"content": Param("string", "The Markdown text to remember.", required=True, max_length=1_000_000),
-     "scope": Param("string", "session (this kernel), project (this repository) or global (everywhere).",
-                    "project", enum=WRITE_SCOPES),
+     "scope": Param("string", "session (this kernel), project (this repository; the default) or global "
+                    "(everywhere).", enum=WRITE_SCOPES),
      "project": _PROJECT,
      "title": Param("string", "Short title (default: the first heading or line).", max_length=1000),
-     "importance": Param("number", "How important, 0 to 1.", 0.6, minimum=0, maximum=1),
+     "importance": Param("number", "How important, 0 to 1 (default 0.6).", minimum=0, maximum=1),
      "ttl": Param("number", "Seconds until it expires (0 = the scope's default).", minimum=0, maximum=v.MAX_TTL),
      "force": Param("boolean", "Store even if a near-duplicate exists.", False),
-     "replace": Param("string", "Id of a memory ('m-0123456789abcdef', not a section) to overwrite with this content.",
-                      pattern=MEMORY_ID)},
+     "replace": Param("string", "Id of a memory ('m-0123456789abcdef', not a section) to overwrite with this content; "
+                      "it keeps its scope, project, importance and expiry unless given.", pattern=MEMORY_ID)},
     # destructive: `replace` overwrites a memory; idempotent: the same content again is recognised, not stored twice
     _remember, destructive=True, idempotent=True, calls="remember"))
 

@@ -18,7 +18,7 @@ LAYERS = [
     {"embeddings", "store", "vectors", "lexical", "_colscan", "_colsnap", "_lowtier", "_native", "_expand", "_lexscore",
      "_lexupdate", "_ingest", "_shards", "_dedup", "_writer", "_recall", "_reembed", "_backup", "_dreamed", "_sync"},
     # 2: the engine and its mixins
-    {"engine", "lifecycle", "_access", "_background", "_removal", "agent"},
+    {"engine", "lifecycle", "_access", "_background", "_removal", "agent", "_hits"},
     # 3: the tool schemas, and the command line
     {"tools", "_toolspec", "__main__"},
     # 4: IPython

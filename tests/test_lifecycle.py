@@ -261,8 +261,9 @@ SHARED = "## Conda\nUse the conda env `ds` for every analysis."
 
 
 def test_dream_removes_duplicate_sections_but_never_documents(mem, tmp_path, clock):
-    a = mem.remember(f"# Project A\nintro A\n{SHARED}\n## Data\nsales in warehouse.sales").id
-    b = mem.remember(f"# Project B\nintro B\n{SHARED}\n## Owner\nAlice owns it").id
+    top = SHARED.replace("##", "#")        # (dream merges copies under one heading path only: "Conda")
+    a = mem.remember(f"intro A\n{top}\n# Data\nsales in warehouse.sales").id
+    b = mem.remember(f"intro B\n{top}\n# Owner\nAlice owns it").id
     # two one-section memories whose only section is the same text: they must keep it
     c = mem.remember(SHARED.replace("##", "#"), force=True).id
     d = mem.remember(SHARED.replace("##", "###"), force=True).id
@@ -271,7 +272,7 @@ def test_dream_removes_duplicate_sections_but_never_documents(mem, tmp_path, clo
     assert [n for _, n in before.values()] == [3, 3, 1, 1]
 
     def conda(engine):
-        return sorted(h.document_id for h in engine.recall("conda env ds analysis").hits if h.title == "Conda")
+        return sorted(h.document_id for h in engine.recall("conda env ds analysis").hits if h.path == "Conda")
 
     late = MemoryEngine(tmp_path / "store", project="proj", clock=lambda: clock[0])   # another kernel
     assert conda(late) == sorted(ids)
@@ -291,8 +292,8 @@ def test_dream_removes_duplicate_sections_but_never_documents(mem, tmp_path, clo
 
 
 def test_dream_keeps_the_longest_lived_copy(mem, clock):
-    short = mem.remember(f"# Temp\nx\n{SHARED}", ttl=DAY).id
-    keep = mem.remember(f"# Forever\ny\n{SHARED}", force=True).id
+    short = mem.remember(f"# Env\nx\n{SHARED}", ttl=DAY).id
+    keep = mem.remember(f"# Env\ny\n{SHARED}", force=True).id
     assert mem.dream()["removed_nodes"] == 1
     assert [h.document_id for h in mem.recall("conda env ds analysis").hits if h.path.endswith("Conda")] == [keep]
     assert mem.get(short).node_count == 1 and "conda env" in mem.get(short).content
@@ -308,8 +309,8 @@ def test_dream_edges_repoint_cascade_and_related(mem, clock):
     assert rel[0]["document_id"] == b and 0.3 <= rel[0]["weight"] <= 1.0
     assert mem.related(a, limit=1) == rel[:1]
     # links held by a section that dream() removes as a duplicate move to the copy it keeps
-    x = mem.remember(f"# X\nx\n{SHARED}").id
-    y = mem.remember(f"# Y\ny\n{SHARED}", force=True).id
+    x = mem.remember(f"# XY\nx\n{SHARED}").id
+    y = mem.remember(f"# XY\ny\n{SHARED}", force=True).id
     key = {i: mem.store.query("SELECT max(key) FROM nodes WHERE document_id = ?", (i,))[0][0] for i in (a, b, x, y)}
     with mem.store.write() as db:
         db.executemany("INSERT INTO edges (src, dst, kind, weight, space) VALUES (?, ?, 'link', 1, 'project:proj')",

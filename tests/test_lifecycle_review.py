@@ -151,8 +151,8 @@ def test_backup_names_the_file_system_refuses(mem, tmp_path):
 
 
 def test_get_of_a_section_dream_set_aside(mem):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
     assert mem.dream()["removed_nodes"] == 1
     [(doc, ord_)] = mem.store.query("SELECT document_id, ord FROM dreamed")       # the copy set aside
     kept = b if doc == a else a
@@ -174,6 +174,7 @@ def test_forgetting_a_turn_of_an_exchange_keeps_the_speakers(mem):
 
 
 # ------------------------------------------------------------------------------ forget after dream
+# (each under "# Notes": dream merges copies under one heading path only)
 SHARED = "## Conda\nUse the conda env `ds` for every analysis."
 
 
@@ -182,8 +183,8 @@ def _conda_docs(m):
 
 
 def test_forgetting_another_section_keeps_a_deduplicated_sections_text(mem):
-    a = mem.remember(f"# A\nintro A\n{SHARED}\n## Data\nsales in warehouse.sales").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}\n## Owner\nAlice owns it").id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}\n## Data\nsales in warehouse.sales").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}\n## Owner\nAlice owns it").id
     assert mem.dream()["removed_nodes"] == 1
     mem.forget(f"{b}#2")                                # B's "Owner" section, not its Conda one
     content = mem.get(b).content
@@ -194,8 +195,8 @@ def test_forgetting_another_section_keeps_a_deduplicated_sections_text(mem):
 
 
 def test_forgetting_the_kept_copy_makes_the_other_copy_recallable(mem, tmp_path, clock):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
     assert mem.dream()["removed_nodes"] == 1
     assert _conda_docs(mem) == [a]
     late = MemoryEngine(tmp_path / "store", project="proj", clock=lambda: clock[0])   # another kernel
@@ -208,8 +209,8 @@ def test_forgetting_the_kept_copy_makes_the_other_copy_recallable(mem, tmp_path,
 
 
 def test_forgetting_a_deduplicated_section_removes_its_text(mem):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
     mem.dream()
     mem.forget(f"{b}#1")                                # removed by dream(), still in B's text
     assert "conda" not in mem.get(b).content and mem.get(b).node_count == 1
@@ -218,20 +219,20 @@ def test_forgetting_a_deduplicated_section_removes_its_text(mem):
 
 
 def test_forgetting_a_whole_document_after_dream(mem):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
-    c = mem.remember(f"# C\nintro C\n{SHARED}", force=True).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
+    c = mem.remember(f"# Notes\nintro C\n{SHARED}", force=True).id
     assert mem.dream()["removed_nodes"] == 2
     mem.forget(b)                                      # a removed copy's memory: nothing else changes
     assert _conda_docs(mem) == [a]
     mem.forget(a)                                      # the kept copy's: C's copy is back
     assert _conda_docs(mem) == [c]
-    assert mem.get(c).content == f"# C\nintro C\n{SHARED}"
+    assert mem.get(c).content == f"# Notes\nintro C\n{SHARED}"
 
 
 def test_forgetting_the_last_indexed_section_indexes_the_set_aside_ones(mem):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
     mem.dream()
     mem.forget(f"{b}#0")                                # B keeps only the section dream() set aside
     assert mem.get(b).content == "## Conda\n\nUse the conda env `ds` for every analysis."
@@ -268,16 +269,16 @@ def test_lifecycle_ops_notice_another_engines_reembed(tmp_path, op):
 
 
 def test_replacing_or_expiring_after_dream(mem, clock):
-    a = mem.remember(f"# A\nintro A\n{SHARED}").id
-    b = mem.remember(f"# B\nintro B\n{SHARED}", force=True, ttl=2 * DAY).id
-    c = mem.remember(f"# C\nintro C\n{SHARED}", force=True, ttl=DAY).id
+    a = mem.remember(f"# Notes\nintro A\n{SHARED}").id
+    b = mem.remember(f"# Notes\nintro B\n{SHARED}", force=True, ttl=2 * DAY).id
+    c = mem.remember(f"# Notes\nintro C\n{SHARED}", force=True, ttl=DAY).id
     assert mem.dream()["removed_nodes"] == 2 and _conda_docs(mem) == [a]
     mem.remember("# A\nnothing about environments any more", replace=a)   # the kept copy's text goes
     assert sorted(_conda_docs(mem)) == sorted([b, c])
     assert mem.dream()["removed_nodes"] == 1
     kept = _conda_docs(mem)[0]
     assert kept == b                                       # the longer-lived copy stands in for the other
-    mem.remember(f"# B\nintro B, reworded\n{SHARED}", replace=b, force=True)    # B's own text is replaced
+    mem.remember(f"# Notes\nintro B, reworded\n{SHARED}", replace=b, force=True)    # B's own text is replaced
     assert "intro B, reworded" in mem.get(b).content
     clock[0] += 1.5 * DAY                                  # C expires first: nothing to bring back
     mem.purge_expired()
@@ -286,8 +287,8 @@ def test_replacing_or_expiring_after_dream(mem, clock):
 
 def test_forget_after_reembed_brings_back_a_vector_of_the_new_model(tmp_path):
     with MemoryEngine(tmp_path, project="p", embedder=HashEmbedder(384)) as m:
-        a = m.remember(f"# A\nintro A\n{SHARED}").id
-        b = m.remember(f"# B\nintro B\n{SHARED}", force=True).id
+        a = m.remember(f"# Notes\nintro A\n{SHARED}").id
+        b = m.remember(f"# Notes\nintro B\n{SHARED}", force=True).id
         assert m.dream()["removed_nodes"] == 1
         kept, = _conda_docs(m)
         m.reembed(HashEmbedder(64), progress=False)

@@ -394,8 +394,8 @@ def test_forget_takes_two_spellings_of_one_section_once(ip):
 def test_forget_takes_a_section_dream_set_aside(ip):
     """get() and forget() find a section dream() set aside as a duplicate; %forget's check did not."""
     eng, shared = current_engine(ip), "## Conda\nUse the conda env `ds` for every analysis."
-    eng.remember(f"# A\nintro A\n{shared}")
-    eng.remember(f"# B\nintro B\n{shared}", force=True)
+    eng.remember(f"# Notes\nintro A\n{shared}")          # (dream merges copies under one heading path)
+    eng.remember(f"# Notes\nintro B\n{shared}", force=True)
     assert eng.dream()["removed_nodes"] == 1
     [(doc, ord_)] = eng.store.query("SELECT document_id, ord FROM dreamed")     # the copy set aside
     ip.run_line_magic("forget", f"{doc}#{ord_}")

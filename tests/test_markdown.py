@@ -86,7 +86,7 @@ def test_plain_text_shortcut_with_each_special_character(char, shape):
 
 _LINE = st.tuples(st.sampled_from(["", " ", "  ", "   ", "    ", "\t", " \t"]),
                   st.sampled_from(["#", "##", "#######", "```", "````", "~~~", "===", "---", "- ", "= ", "`x`", "~",
-                                   "", "text", "光"]),
+                                   "", "text", "光", "> ", "* ", "1. ", "2) ", "***", "_ _ _"]),
                   st.sampled_from(["", " A", " b #", "#", " ```", "x", "  ", "/c"])).map("".join)
 
 
