@@ -240,7 +240,7 @@ class MemoryMagics(Magics):
     @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
     @argument("--importance", type=float, help="0..1 (default 0.6)")
     @argument("--force", action="store_true", help="store even if a near-duplicate exists")
-    @argument("--replace", metavar="ID", help="overwrite memory ID with this text")
+    @argument("--replace", metavar="ID", help="overwrite memory ID with this text (its scope and expiry kept unless given)")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the text first")
     @argument("text", nargs="*", help="the text (line form); the cell body in %%%%remember")   # argparse %-formats
     @line_cell_magic
@@ -263,7 +263,7 @@ class MemoryMagics(Magics):
             text = expand_vars(self.shell, cell) if args.expand else cell
         if not text.strip():
             raise UsageError("nothing to remember: %remember TEXT, or %%remember with the note in the cell body")
-        scope = args.scope or self.scope
+        scope = args.scope or (None if args.replace else self.scope)     # a replacement keeps its own
         source = f"{typed} {line}" + ("" if cell is None else f"\n{cell}")
         usage = f"{typed} [options] " + ("TEXT" if cell is None else "[TITLE]")
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,

@@ -310,3 +310,12 @@ def test_a_write_protected_database_file_for_a_user_without_root_powers(protecte
     assert out["writable"] is False and out["hits"] == 1 and "read-only" in out["refused"], out
     assert _mode(protected_store / "memory.sqlite3") == 0o444 and db_counts(protected_store) == before
 
+
+
+def test_remember_replace_keeps_the_memorys_scope_unless_told(ip):
+    mem = current_engine()
+    r = mem.remember("The VPN needs the 2FA app", scope="global")
+    ip.run_line_magic("remember", f"--replace {r.id} The VPN needs the 2FA app and a hardware key")
+    assert mem.get(r.id).scope == "global"
+    ip.run_line_magic("remember", f"--replace {r.id} -s project The VPN needs a hardware key")
+    assert mem.get(r.id).scope == "project"
