@@ -185,10 +185,11 @@ def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, known: di
     miss(word), which is then cached (a word that starts with a CJK character or is ASCII digits
     gets its own term, not expandable, without the call: what _text.index_word gives it); an
     expandable word is the word of its term in `vocab` unless one is there already (`known`: terms
-    vocab is known to hold, not looked up there again). (One int per word, not a tuple: a dict of
+    vocab is known to hold, not looked up there again). The batch is per_text as it is at the call
+    (a miss that changes the list does not change it). (One int per word, not a tuple: a dict of
     ints is no work for the garbage collector, a dict of tuples is.)"""
     out = 0
-    for t, words in enumerate(per_text):
+    for t, words in enumerate(tuple(per_text)):
         tf: dict[int, int] = {}
         for word in words:
             entry = cache.get(word)

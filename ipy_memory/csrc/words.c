@@ -107,13 +107,13 @@ static void store(const Table *t, uint64_t key, uint64_t value)
     }
 }
 
-/* per_text (a list of tuples of str) checked: its number of words and the longest tuple's. 0, or -1
- * with a TypeError naming kernel. */
+/* per_text (a list of tuples of str, or a tuple copy of one) checked: its number of words and the
+ * longest tuple's. 0, or -1 with a TypeError naming kernel. */
 static int count_words(PyObject *per_text, const char *kernel, Py_ssize_t *total, Py_ssize_t *longest)
 {
     *total = *longest = 0;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
-        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+    for (Py_ssize_t t = 0; t < PySequence_Fast_GET_SIZE(per_text); t++) {
+        PyObject *tuple = PySequence_Fast_GET_ITEM(per_text, t);
         if (!PyTuple_Check(tuple)) {
             PyErr_Format(PyExc_TypeError, "%s: per_text must be a list of tuples of words", kernel);
             return -1;
@@ -143,7 +143,8 @@ const char index_batch_doc[] = PyDoc_STR(
 "Writes each text's distinct term hashes in order of first use to terms (int64) and how often each\n"
 "occurs to counts (int32), text after text, and each text's number of distinct terms to distinct\n"
 "(int64, one per text); returns how many terms it wrote (terms and counts need room for every\n"
-"word). (_kernels.index_batch_python, whose caches are dicts.)");
+"word). The batch is per_text as it is at the call: a miss that changes the list does not change\n"
+"it. (_kernels.index_batch_python, whose caches are dicts.)");
 
 /* A text's distinct terms, in order of first use, found through an open-addressing table of
  * their positions. */
@@ -214,22 +215,30 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!OOO!OOOO:index_batch", &PyList_Type, &per_text, &o[TABLE], &miss, &PyDict_Type,
                           &vocab, &o[KNOWN], &o[TERMS], &o[COUNTS], &o[DISTINCT]))
         return NULL;
-    const Py_ssize_t texts = PyList_GET_SIZE(per_text);
-    Py_ssize_t total, longest;
-    if (count_words(per_text, "index_batch", &total, &longest) < 0)
+    /* A copy of the list: miss and vocab's keys run Python code, which could change per_text while
+     * its words are read and the scratch sized from it here is used (the copy keeps them alive). */
+    PyObject *batch = PyList_AsTuple(per_text);
+    if (!batch)
         return NULL;
-    Arg a[N];
+    const Py_ssize_t texts = PyTuple_GET_SIZE(batch);
+    Py_ssize_t total, longest;
+    Arg a[N] = {0};
     Table words, known;
-    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0 || table_of(&a[KNOWN], &known) < 0)
+    if (count_words(batch, "index_batch", &total, &longest) < 0 || take_all(a, o, specs, N) < 0
+        || table_of(&a[TABLE], &words) < 0 || table_of(&a[KNOWN], &known) < 0) {
+        Py_DECREF(batch);
         return release(a, N, 0);
+    }
     if (a[TABLE].view.buf == a[KNOWN].view.buf) {
         PyErr_SetString(PyExc_ValueError, "index_batch: known must be another word table than table");
+        Py_DECREF(batch);
         return release(a, N, 0);
     }
     if (LEN(a[TERMS]) < total || LEN(a[COUNTS]) < total || LEN(a[DISTINCT]) != texts
         || a[TERMS].view.itemsize != 8 || a[DISTINCT].view.itemsize != 8) {
         PyErr_SetString(PyExc_ValueError, "index_batch: terms (int64) and counts (int32) need room for every word, "
                                           "distinct (int64) one item per text");
+        Py_DECREF(batch);
         return release(a, N, 0);
     }
     uint64_t mask = 15;
@@ -248,13 +257,13 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     if (!ok)
         PyErr_NoMemory();
     for (Py_ssize_t t = 0; ok && t < 2 && t < texts; t++)
-        keys_ahead(&words, PyList_GET_ITEM(per_text, t), KEYS(t));
+        keys_ahead(&words, PyTuple_GET_ITEM(batch, t), KEYS(t));
     for (Py_ssize_t t = 0; ok && t < texts; t++) {
         if (t + 2 < texts)
-            keys_ahead(&words, PyList_GET_ITEM(per_text, t + 2), KEYS(t + 2));
+            keys_ahead(&words, PyTuple_GET_ITEM(batch, t + 2), KEYS(t + 2));
         if (t + 1 < texts)
-            known_ahead(&words, &known, KEYS(t + 1), PyTuple_GET_SIZE(PyList_GET_ITEM(per_text, t + 1)));
-        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+            known_ahead(&words, &known, KEYS(t + 1), PyTuple_GET_SIZE(PyTuple_GET_ITEM(batch, t + 1)));
+        PyObject *tuple = PyTuple_GET_ITEM(batch, t);
         const uint64_t *key_of = KEYS(t);
         const Py_ssize_t n = PyTuple_GET_SIZE(tuple), first = out;
         uint64_t m = 15;
@@ -298,6 +307,7 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     PyMem_Free(table);
     PyMem_Free(seen);
     PyMem_Free(keys);
+    Py_DECREF(batch);
     release(a, N, 0);
     return ok ? PyLong_FromSsize_t(out) : NULL;
 }

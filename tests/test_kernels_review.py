@@ -1,0 +1,67 @@
+"""Regressions of the C extension's review (each failed, or crashed the interpreter, before its fix):
+Python code that a kernel calls changing the arguments it reads, a str subclass's lower(), a leak on
+a bad argument, word-table keys made to collide, zero-width rows, non-finite rows and an overflowing
+range check. A case that crashed runs in a fresh interpreter, so that the suite survives it."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ipy_memory import _kernels, _text
+
+compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _survives(*code: str) -> None:
+    """The code, after `S` (the extension), `K` (_kernels), `T` (_text) and `np` are imported, runs
+    to its end in a fresh interpreter (a crash there fails the test instead of ending the suite)."""
+    prelude = "import numpy as np\nfrom ipy_memory import _speedups as S, _kernels as K, _text as T\n"
+    source = prelude + "".join(map(textwrap.dedent, code)) + "\nprint('done')"
+    run = subprocess.run([sys.executable, "-c", source], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().endswith("done"), (run.returncode, run.stdout, run.stderr)
+
+
+# ---------------------------------------------------------------------- 1: index_batch's miss
+
+_INDEX_BATCH = """
+def run(kernel, cache, known, per_text, change):
+    calls, vocab = [], {}
+    def miss(word):
+        calls.append(word)
+        change(per_text)
+        return 2 * len(calls) + 1                       # a new expandable term a call
+    total = sum(map(len, per_text))
+    terms, counts, distinct = np.zeros(total, np.int64), np.zeros(total, np.int32), np.zeros(len(per_text), np.int64)
+    n = kernel(per_text, cache, miss, vocab, known, terms, counts, distinct)
+    return n, terms[:n].tolist(), counts[:n].tolist(), distinct.tolist(), calls, vocab
+
+def both(make, change):
+    got = run(S.index_batch, K.word_table(4096), K.word_table(16), make(), change)
+    want = run(K.index_batch_python, {}, {}, make(), change)
+    assert got == want, (got, want)
+    return got
+"""
+
+
+@compiled
+def test_index_batch_reads_the_batch_as_given_when_miss_makes_a_text_longer():
+    _survives(_INDEX_BATCH, """
+    def longer(per_text):                 # longer than any text counted before the loop
+        per_text[-1] = tuple(f"w{i}" for i in range(5000))
+    n, terms, counts, distinct, calls, vocab = both(lambda: [("alpha",), ("beta", "gamma")], longer)
+    assert calls == ["alpha", "beta", "gamma"] and distinct == [1, 2] and n == 3
+    """)
+
+
+@compiled
+def test_index_batch_reads_the_batch_as_given_when_miss_empties_the_list():
+    _survives(_INDEX_BATCH, """
+    make = lambda: [tuple(f"w{i}x{t}" for i in range(50)) for t in range(3)]
+    n, terms, counts, distinct, calls, vocab = both(make, lambda per_text: per_text.clear())
+    assert distinct == [50, 50, 50] and len(calls) == 150 and len(vocab) == 150
+    """)
