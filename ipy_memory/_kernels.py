@@ -290,12 +290,13 @@ def word_features_python(words: list, grams: dict, sizes: tuple, dim: int, hashe
     """The HashEmbedder's features of new words: for word i, hashes[i] = blake2b64('w|' + word) and
     its features, that hash followed (unless the word is a CJK gram) by gram_hashes('<' + word + '>'),
     stored one after another from the start of slots (hash % dim) and signs (+1 where bit 63 is set,
-    else -1); counts[i] is how many. Returns the number of features stored."""
+    else -1); counts[i] is how many. Returns the number of features stored. The words are the list
+    as it is at the call (a key of grams that changes it does not change them)."""
     if dim < 1 or len(hashes) < len(words) or len(counts) < len(words) or len(slots) != len(signs):
         raise ValueError("word_features: dim must be >= 1, hashes and counts one per word, slots and signs "
                          "as long as each other")
     feats: list[int] = []
-    for i, w in enumerate(words):
+    for i, w in enumerate(tuple(words)):
         if not isinstance(w, str):
             raise TypeError("word_features: words must be a list of str")
         h = blake2b64_python("w|" + w)

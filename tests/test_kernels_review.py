@@ -65,3 +65,25 @@ def test_index_batch_reads_the_batch_as_given_when_miss_empties_the_list():
     n, terms, counts, distinct, calls, vocab = both(make, lambda per_text: per_text.clear())
     assert distinct == [50, 50, 50] and len(calls) == 150 and len(vocab) == 150
     """)
+
+
+# ---------------------------------------------------------------------- 2: word_features' grams
+
+@compiled
+def test_word_features_read_the_words_as_given_when_a_gram_key_empties_the_list():
+    _survives("""
+    def run(kernel):
+        words = ["ab", "cd", "ef"]
+        class Key:
+            def __hash__(self):
+                return hash("<a")          # the first 2-gram of "<ab>": its lookup compares with this key
+            def __eq__(self, other):
+                words.clear()
+                return False
+        hashes, counts = np.zeros(3, np.uint64), np.zeros(3, np.int64)
+        slots, signs = np.zeros(64, np.int32), np.zeros(64, np.int8)
+        n = kernel(words, {Key(): 0}, (2,), 16, hashes, counts, slots, signs)
+        return n, hashes.tolist(), counts.tolist(), slots[:n].tolist(), signs[:n].tolist()
+    got, want = run(S.word_features), run(K.word_features_python)
+    assert got == want and got[2] == [4, 4, 4], (got, want)
+    """)
