@@ -87,3 +87,42 @@ def test_word_features_read_the_words_as_given_when_a_gram_key_empties_the_list(
     got, want = run(S.word_features), run(K.word_features_python)
     assert got == want and got[2] == [4, 4, 4], (got, want)
     """)
+
+
+# ---------------------------------------------------------------------- 3: text_words' lower()
+
+@compiled
+def test_text_words_refuse_a_lower_that_returns_no_str():
+    _survives("""
+    for result in (b"\\xff" * 100000, [None] * 100000, 12345):
+        class Weird(str):
+            def lower(self):
+                return result
+        for nfkc in (False, True):
+            try:
+                S.text_words(Weird("café"), frozenset(), nfkc)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError((result[:3] if result != 12345 else result, nfkc))
+    class Bytes(str):
+        def lower(self):
+            return b"caf\\xc3\\xa9"
+    try:
+        T._words_python(Bytes("café"), False)             # the twin: a TypeError too
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("twin")
+    """)
+
+
+@compiled
+def test_text_words_take_a_str_subclass_lower_as_the_twin_does():
+    class Other(str):
+        def lower(self):
+            return Other("kelp Tide 光ぁ")                # a str (subclass) still: read as one
+
+    for nfkc in (False, True):
+        assert _kernels._speedups.text_words(Other("café"), _text.STOP_WORDS, nfkc) == _text._words_python(
+            Other("café"), nfkc) == ("kelp", "Tide", "光ぁ")
