@@ -126,3 +126,17 @@ def test_text_words_take_a_str_subclass_lower_as_the_twin_does():
     for nfkc in (False, True):
         assert _kernels._speedups.text_words(Other("café"), _text.STOP_WORDS, nfkc) == _text._words_python(
             Other("café"), nfkc) == ("kelp", "Tide", "光ぁ")
+
+
+# ---------------------------------------------------------------------- 4: sort_postings' leak
+
+@compiled
+def test_sort_postings_release_the_arrays_taken_before_a_bad_one():
+    h, s, t = np.zeros(4, np.int64), np.zeros(4, np.int32), np.zeros(4, np.float32)
+    oh, os_ = np.zeros(4, np.int64), np.zeros(4, np.int32)
+    before = [sys.getrefcount(x) for x in (h, s, t, oh, os_)]
+    for _ in range(100):
+        with pytest.raises(TypeError):
+            _kernels._speedups.sort_postings(h, s, t, oh, os_, np.zeros(4))       # float64 out_tfs
+    assert [sys.getrefcount(x) for x in (h, s, t, oh, os_)] == before
+    h.resize(8)                                      # no buffer export left on it
