@@ -228,10 +228,13 @@ def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray
     return len(local), missing
 
 
+WORD_SLOT = 3       # uint64s a word table's slot holds: its word's key (two hashes) and entry (csrc/words.c)
+
+
 def word_table(slots: int = 4096) -> np.ndarray | dict:
     """An empty word cache for index_batch / word_ids: a word table (csrc/words.c) of `slots`
     slots (a power of two), a dict where the extension is not built."""
-    return _pages.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
+    return _pages.zeros(1 + WORD_SLOT * slots, np.uint64) if COMPILED else {}
 
 
 def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None) -> np.ndarray | dict:
@@ -242,7 +245,7 @@ def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None
         if most is not None and len(table) + more > most // 2:
             table.clear()
         return table
-    slots = need = (len(table) - 1) // 2
+    slots = need = (len(table) - 1) // WORD_SLOT
     while int(table[0]) + more > need // 2:
         need *= 2
     if need == slots:

@@ -140,3 +140,40 @@ def test_sort_postings_release_the_arrays_taken_before_a_bad_one():
             _kernels._speedups.sort_postings(h, s, t, oh, os_, np.zeros(4))       # float64 out_tfs
     assert [sys.getrefcount(x) for x in (h, s, t, oh, os_)] == before
     h.resize(8)                                      # no buffer export left on it
+
+
+# ---------------------------------------------------------------------- 5: colliding word keys
+
+# "tsèdßútþñåzåqûoñ" was computed from "internationalize" (one text_words keeps whole) so that the
+# word tables' mixing hash of the two is the same (review/cext/mkcollide.py)
+_COLLIDING = ("tsèdßútþñåzåqûoñ", "internationalize")
+
+
+@compiled
+def test_words_whose_mixing_hashes_collide_keep_their_own_entries():
+    a, b = _COLLIDING
+    assert _kernels._speedups.text_words(f"kelp {a} tide", _text.STOP_WORDS, True) == ("kelp", a, "tide")
+    per_text = [(a,), (b,), (b, a)]
+    runs = []
+    for word_ids, index_batch, cache, known, index_cache in (
+            (_kernels._speedups.word_ids, _kernels._speedups.index_batch, _kernels.word_table(64),
+             _kernels.word_table(64), _kernels.word_table(64)),
+            (_kernels.word_ids_python, _kernels.index_batch_python, {}, {}, {})):
+        ids, distinct = np.zeros(4, np.int64), np.zeros(4, np.int64)
+        count, new = word_ids(per_text, cache, 100, ids, distinct)
+        terms, counts, texts, vocab = np.zeros(4, np.int64), np.zeros(4, np.int32), np.zeros(3, np.int64), {}
+        n = index_batch(per_text, index_cache, _text.index_word, vocab, known, terms, counts, texts)
+        runs.append((count, new, ids.tolist(), distinct[:count].tolist(), terms[:n].tolist(), texts.tolist(), vocab))
+    assert runs[0] == runs[1]
+    assert runs[0][1] == [a, b] and runs[0][4][:2] == [_text.index_word(a) >> 1, _text.index_word(b) >> 1]
+
+
+@compiled
+def test_colliding_words_stay_apart_when_a_word_table_moves():
+    a, b = _COLLIDING
+    small, big = _kernels.word_table(16), _kernels.word_table(64)
+    ids, distinct = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    assert _kernels._speedups.word_ids([(a, b)], small, 7, ids, distinct) == (2, [a, b])
+    _kernels._speedups.word_table_move(small, big)
+    assert _kernels._speedups.word_ids([(b, a)], big, 9, ids, distinct) == (2, [])
+    assert distinct.tolist() == [8, 7]
