@@ -177,3 +177,14 @@ def test_colliding_words_stay_apart_when_a_word_table_moves():
     _kernels._speedups.word_table_move(small, big)
     assert _kernels._speedups.word_ids([(b, a)], big, 9, ids, distinct) == (2, [])
     assert distinct.tolist() == [8, 7]
+
+
+# ---------------------------------------------------------------------- 6: rows of no dimensions
+
+@compiled
+@pytest.mark.parametrize("n", [1, 3, 1000])
+def test_half_dots_crc_of_zero_width_rows_is_the_crc_of_nothing(n):
+    mat, q = np.zeros((n, 0), np.float16), np.zeros((1, 0), np.float32)
+    got, want = np.full((1, n), np.nan, np.float32), np.full((1, n), np.nan, np.float32)
+    assert _kernels._speedups.half_dots_crc(mat, q, None, got) == _kernels.half_dots_crc_numpy(mat, q, None, want) == 0
+    assert np.array_equal(got, want) and not got.any()
