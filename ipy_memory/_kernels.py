@@ -73,9 +73,16 @@ INT8_TOP = 127      # quantize_rows' int8 value of a row's largest |value| (csrc
 def quantize_rows_numpy(rows: np.ndarray, cols: np.ndarray, scales: np.ndarray) -> None:
     """The int8 columns of float16 rows (n, dim): scales[j] = max|rows[j]| / INT8_TOP (float32) and
     cols[:, j] = rint(rows[j] / scales[j]) clipped to [-INT8_TOP, INT8_TOP] (a row of zeros: scale 0, zeros);
-    cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32."""
+    cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32. Non-finite values (a
+    float32 of 65520 or more is inf in float16): the max is the finite values', +-inf saturates to
+    +-INT8_TOP and NaN is 0."""
     x = rows.astype(np.float32)
     top = np.abs(x).max(axis=1) if x.size else np.zeros(len(rows), np.float32)
+    odd = np.flatnonzero(~np.isfinite(top))         # rows holding inf or NaN (seldom: the rest as fast as before)
+    if len(odd):
+        a = np.abs(x[odd])
+        top[odd] = np.where(a < np.inf, a, np.float32(0)).max(axis=1)
+        x[odd] = np.where(np.isnan(x[odd]), np.float32(0), x[odd])
     scale = (top / np.float32(INT8_TOP)).astype(np.float32)
     np.divide(x, scale[:, None], out=x, where=scale[:, None] > 0)
     np.rint(x, out=x)

@@ -188,3 +188,41 @@ def test_half_dots_crc_of_zero_width_rows_is_the_crc_of_nothing(n):
     got, want = np.full((1, n), np.nan, np.float32), np.full((1, n), np.nan, np.float32)
     assert _kernels._speedups.half_dots_crc(mat, q, None, got) == _kernels.half_dots_crc_numpy(mat, q, None, want) == 0
     assert np.array_equal(got, want) and not got.any()
+
+
+# ---------------------------------------------------------------------- 7: non-finite rows
+
+def _quantized(rows, run):
+    cols, scales = np.full((rows.shape[1], len(rows)), 99, np.int8), np.full(len(rows), -1, np.float32)
+    run(rows, cols, scales)
+    return cols.T, scales
+
+
+@pytest.mark.parametrize("dim", [16, 19, 3])
+def test_quantize_rows_saturate_inf_and_zero_nan_on_every_path(dim):
+    """NaN -> 0 and +-inf -> +-127, the scale from the finite values, in every lane position (both
+    8-lane blocks and the tail past them), on the F16C path, the portable one and the twin."""
+    nan, inf = np.float16("nan"), np.float16("inf")
+    rows = np.full((2 * dim + 4, dim), 0.5, np.float16)
+    rows[:, 0] = 1.0
+    for i in range(dim):
+        rows[2 * i, i] = nan
+        rows[2 * i + 1, i] = -inf if i % 2 else inf
+    rows[-4], rows[-3] = nan, inf                   # no finite value: scale 0
+    rows[-3, 0] = 0
+    rows[-2, :] = 0
+    rows[-1, 1::2] = nan
+    runs = [_quantized(rows, _kernels.quantize_rows_numpy)]
+    if _kernels.COMPILED:
+        runs += [_quantized(rows, lambda *a: _kernels._speedups.quantize_rows(*a, simd)) for simd in (True, False)]
+    for cols, scales in runs[1:]:
+        assert np.array_equal(cols, runs[0][0]) and np.array_equal(scales, runs[0][1])
+    cols, scales = runs[0]
+    assert np.isfinite(scales).all()
+    for i in range(dim):
+        finite = np.float32(1.0) if i else np.float32(0.5)
+        assert scales[2 * i] == scales[2 * i + 1] == finite / np.float32(127)
+        assert cols[2 * i, i] == 0 and cols[2 * i + 1, i] == (-127 if i % 2 else 127)
+    assert scales[-4] == scales[-3] == scales[-2] == 0
+    assert not cols[-4].any() and cols[-3, 0] == 0 and (cols[-3, 1:] == 127).all() and not cols[-2].any()
+    assert (cols[-1, 1::2] == 0).all() and (cols[-1, 0] == 127)
