@@ -226,3 +226,17 @@ def test_quantize_rows_saturate_inf_and_zero_nan_on_every_path(dim):
     assert scales[-4] == scales[-3] == scales[-2] == 0
     assert not cols[-4].any() and cols[-3, 0] == 0 and (cols[-3, 1:] == 127).all() and not cols[-2].any()
     assert (cols[-1, 1::2] == 0).all() and (cols[-1, 0] == 127)
+
+
+# ---------------------------------------------------------------------- 8: hash_rows' range check
+
+@compiled
+def test_hash_rows_refuse_a_feature_range_whose_end_overflows():
+    ids, per = np.array([0], np.int64), np.array([1], np.int64)
+    starts, lens = np.array([2**63 - 5], np.int64), np.array([10], np.int64)       # starts + lens wraps
+    args = ids, per, starts, lens, np.zeros(1, np.uint64), np.zeros(4, np.int32), np.ones(4, np.int8), \
+        np.ones(1, np.float32)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _kernels._speedups.hash_rows(*args, np.zeros((1, 8), np.float32))
+    with pytest.raises(IndexError):
+        _kernels.hash_rows_numpy(*args, np.zeros((1, 8), np.float32))
