@@ -247,7 +247,8 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     per_text = [_text.words(t) for t in texts]
     words = list(dict.fromkeys(w for ws in per_text for w in ws))
     entries = {w: _text.index_word(w) for w in words}      # every word cached, as in a store that has seen them
-    table = np.zeros(1 + 2 * (1 << max(len(entries) * 2, 2).bit_length()), np.uint64)    # (the compiled one's cache)
+    slots = 1 << max(len(entries) * 2, 2).bit_length()
+    table = np.zeros(1 + _kernels.WORD_SLOT * slots, np.uint64)    # (the compiled one's cache)
     index_batch(k.index_batch, [tuple(entries)], table, entries.__getitem__)
     batches = [per_text[i:i + 1000] for i in range(0, len(per_text), 1000)]
     regexes = _text.cue_patterns()

@@ -73,9 +73,16 @@ INT8_TOP = 127      # quantize_rows' int8 value of a row's largest |value| (csrc
 def quantize_rows_numpy(rows: np.ndarray, cols: np.ndarray, scales: np.ndarray) -> None:
     """The int8 columns of float16 rows (n, dim): scales[j] = max|rows[j]| / INT8_TOP (float32) and
     cols[:, j] = rint(rows[j] / scales[j]) clipped to [-INT8_TOP, INT8_TOP] (a row of zeros: scale 0, zeros);
-    cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32."""
+    cols is (dim, n) int8, e.g. a slice of a ColumnScan block. All in float32. Non-finite values (a
+    float32 of 65520 or more is inf in float16): the max is the finite values', +-inf saturates to
+    +-INT8_TOP and NaN is 0."""
     x = rows.astype(np.float32)
     top = np.abs(x).max(axis=1) if x.size else np.zeros(len(rows), np.float32)
+    odd = np.flatnonzero(~np.isfinite(top))         # rows holding inf or NaN (seldom: the rest as fast as before)
+    if len(odd):
+        a = np.abs(x[odd])
+        top[odd] = np.where(a < np.inf, a, np.float32(0)).max(axis=1)
+        x[odd] = np.where(np.isnan(x[odd]), np.float32(0), x[odd])
     scale = (top / np.float32(INT8_TOP)).astype(np.float32)
     np.divide(x, scale[:, None], out=x, where=scale[:, None] > 0)
     np.rint(x, out=x)
@@ -185,10 +192,11 @@ def index_batch_python(per_text: list, cache: dict, miss, vocab: dict, known: di
     miss(word), which is then cached (a word that starts with a CJK character or is ASCII digits
     gets its own term, not expandable, without the call: what _text.index_word gives it); an
     expandable word is the word of its term in `vocab` unless one is there already (`known`: terms
-    vocab is known to hold, not looked up there again). (One int per word, not a tuple: a dict of
+    vocab is known to hold, not looked up there again). The batch is per_text as it is at the call
+    (a miss that changes the list does not change it). (One int per word, not a tuple: a dict of
     ints is no work for the garbage collector, a dict of tuples is.)"""
     out = 0
-    for t, words in enumerate(per_text):
+    for t, words in enumerate(tuple(per_text)):
         tf: dict[int, int] = {}
         for word in words:
             entry = cache.get(word)
@@ -227,10 +235,13 @@ def word_ids_python(per_text: list, cache: dict, first_new: int, ids: np.ndarray
     return len(local), missing
 
 
+WORD_SLOT = 3       # uint64s a word table's slot holds: its word's key (two hashes) and entry (csrc/words.c)
+
+
 def word_table(slots: int = 4096) -> np.ndarray | dict:
     """An empty word cache for index_batch / word_ids: a word table (csrc/words.c) of `slots`
     slots (a power of two), a dict where the extension is not built."""
-    return _pages.zeros(1 + 2 * slots, np.uint64) if COMPILED else {}
+    return _pages.zeros(1 + WORD_SLOT * slots, np.uint64) if COMPILED else {}
 
 
 def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None) -> np.ndarray | dict:
@@ -241,7 +252,7 @@ def word_table_room(table: np.ndarray | dict, more: int, most: int | None = None
         if most is not None and len(table) + more > most // 2:
             table.clear()
         return table
-    slots = need = (len(table) - 1) // 2
+    slots = need = (len(table) - 1) // WORD_SLOT
     while int(table[0]) + more > need // 2:
         need *= 2
     if need == slots:
@@ -289,12 +300,13 @@ def word_features_python(words: list, grams: dict, sizes: tuple, dim: int, hashe
     """The HashEmbedder's features of new words: for word i, hashes[i] = blake2b64('w|' + word) and
     its features, that hash followed (unless the word is a CJK gram) by gram_hashes('<' + word + '>'),
     stored one after another from the start of slots (hash % dim) and signs (+1 where bit 63 is set,
-    else -1); counts[i] is how many. Returns the number of features stored."""
+    else -1); counts[i] is how many. Returns the number of features stored. The words are the list
+    as it is at the call (a key of grams that changes it does not change them)."""
     if dim < 1 or len(hashes) < len(words) or len(counts) < len(words) or len(slots) != len(signs):
         raise ValueError("word_features: dim must be >= 1, hashes and counts one per word, slots and signs "
                          "as long as each other")
     feats: list[int] = []
-    for i, w in enumerate(words):
+    for i, w in enumerate(tuple(words)):
         if not isinstance(w, str):
             raise TypeError("word_features: words must be a list of str")
         h = blake2b64_python("w|" + w)

@@ -352,8 +352,8 @@ class LexicalShard:
 
 
 # word -> _text.index_word(word), for every word indexed: a word table (csrc/words.c: one slot per
-# word holding its key and entry side by side, a third of a dict's cache misses and memory), a dict
-# where the extension is not built. Grown by doubling; past 2^19 words it starts afresh.
+# word holding its key and entry side by side, a third of a dict's cache misses and ~70% of its
+# memory), a dict where the extension is not built. Grown by doubling; past 2^19 words it starts afresh.
 _WORD_SLOTS_MAX = 1 << 20
 _word_table = _kernels.word_table()
 

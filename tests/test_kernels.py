@@ -490,7 +490,7 @@ def _word_cache_for(kernel, entries: dict | None = None):
     the Python twin; holding `entries` (stored through the kernel itself, from a miss function)."""
     if kernel is _kernels.index_batch_python:
         return dict(entries or {})
-    table = np.zeros(1 + 2 * 64, np.uint64)
+    table = _kernels.word_table(64)
     if entries:
         _batch(kernel, [tuple(entries)], table, entries.__getitem__, {})
     return table
@@ -502,7 +502,7 @@ def _batch(kernel, per_text, cache, miss, vocab, known=None):
     total = sum(map(len, per_text))
     terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
     if known is None:
-        known = {} if kernel is _kernels.index_batch_python else np.zeros(1 + 2 * 1024, np.uint64)
+        known = {} if kernel is _kernels.index_batch_python else _kernels.word_table(1024)
     n = kernel(per_text, cache, miss, vocab, known, terms, counts, distinct)
     assert n == distinct.sum()
     ends = np.cumsum(distinct)
@@ -611,9 +611,10 @@ def test_terms_known_to_be_in_the_vocabulary_are_not_looked_up_there():
         if isinstance(known, dict):
             assert set(known) == {9, 4}
         else:
-            assert known[0] == 2 and sorted(known[1::2][known[1::2] != 0].tolist()) == [4 | 1 << 63, 9 | 1 << 63]
+            keys = known[1::_kernels.WORD_SLOT]
+            assert known[0] == 2 and sorted(keys[keys != 0].tolist()) == [4 | 1 << 63, 9 | 1 << 63]
     with pytest.raises(ValueError):
-        table = np.zeros(1 + 2 * 16, np.uint64)
+        table = _kernels.word_table(16)
         _batch(_kernels._speedups.index_batch, [("kelp",)], table, lambda w: 3, {}, table)  # not the word table
 
 
@@ -622,7 +623,7 @@ def test_index_terms_errors_reach_the_caller():
     f = _kernels._speedups.index_batch
 
     def table():
-        return np.zeros(1 + 2 * 16, np.uint64)
+        return _kernels.word_table(16)
     with pytest.raises(TypeError):
         _one(f, ("kelp",), table(), lambda w: (5, True), {})      # an entry that is not term * 2 + expandable
     with pytest.raises(TypeError):
@@ -647,9 +648,10 @@ def test_index_terms_errors_reach_the_caller():
         f([("kelp", "tide")], table(), lambda w: 3, {}, {}, *room)                          # known is a word table
     with pytest.raises(TypeError):
         _one(f, ("kelp",), {}, lambda w: 3, {})                    # the cache must be a word table
-    for bad in (np.zeros(1 + 2 * 12, np.uint64), np.zeros(2 * 16, np.uint64), np.zeros(3, np.uint64)):
+    for bad in (np.zeros(1 + 3 * 12, np.uint64), np.zeros(3 * 16, np.uint64), np.zeros(4, np.uint64),
+                np.zeros(1 + 2 * 16, np.uint64)):
         with pytest.raises(ValueError):
-            _one(f, ("kelp",), bad, lambda w: 3, {})              # not 1 + 2 * a power of two >= 2
+            _one(f, ("kelp",), bad, lambda w: 3, {})              # not 1 + 3 * a power of two >= 2
     overfull = table()
     overfull[0] = 17
     with pytest.raises(ValueError):
@@ -661,13 +663,15 @@ def test_word_tables_keep_words_apart_fill_to_three_quarters_and_move():
     f, move = _kernels._speedups.index_batch, _kernels._speedups.word_table_move
     words = [f"w{i}" for i in range(40)] + ["é", "ωω", "\U0001f600", "e\u0301", "ab" * 9]   # every kind and length
     entry = {w: i << 1 for i, w in enumerate(words)}
-    small = np.zeros(1 + 2 * 16, np.uint64)
+    small = _kernels.word_table(16)
     got = _one(f, tuple(words), small, entry.__getitem__, {})
     assert got == ([i for i in range(len(words))], [1] * len(words))
-    assert small[0] == 12 and np.count_nonzero(small[1::2]) == 12          # stops storing at 3/4 full
-    big = np.zeros(1 + 2 * 128, np.uint64)
+    slot = _kernels.WORD_SLOT                                              # (key, check, entry)
+    assert small[0] == 12 and np.count_nonzero(small[1::slot]) == 12       # stops storing at 3/4 full
+    big = _kernels.word_table(128)
     move(small, big)
-    assert big[0] == 12 and sorted(big[2::2][big[1::2] != 0].tolist()) == sorted(small[2::2][small[1::2] != 0].tolist())
+    assert big[0] == 12 and (sorted(big[3::slot][big[1::slot] != 0].tolist())
+                             == sorted(small[3::slot][small[1::slot] != 0].tolist()))
     calls = []
     assert _one(f, tuple(words), big, lambda w: calls.append(w) or entry[w], {}) == got
     assert calls == words[12:]                                            # the moved ones were found
@@ -685,14 +689,14 @@ def test_the_lexical_word_cache_grows_and_starts_afresh(monkeypatch):
         lexical.index_terms([f"word{i}" for i in range(40)], {})
         assert len(lexical._word_cache(0)) == 0                           # past half of the most: cleared
         return
-    monkeypatch.setattr(lexical, "_word_table", np.zeros(1 + 2 * 16, np.uint64))
+    monkeypatch.setattr(lexical, "_word_table", _kernels.word_table(16))
     monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
     for i in range(0, 40, 4):
         words = [f"word{j}" for j in range(i, i + 4)]
         assert lexical.index_terms(words, {}) == ([_text.index_word(w) >> 1 for w in words], [1] * 4)
     table = lexical._word_cache(0)
     # grown to the most, afresh when a batch would take it past 32 words: the last two batches' 8 words
-    assert len(table) == 1 + 2 * 64 and table[0] == 8
+    assert len(table) == 1 + _kernels.WORD_SLOT * 64 and table[0] == 8
     assert lexical.index_terms(["word1"], {}) == ([_text.index_word("word1") >> 1], [1])
 
 
@@ -809,7 +813,7 @@ def test_word_ids_match_the_twin(per_text, data):
     entries = {w: i for i, w in enumerate(sorted(known))}
     total, first_new = sum(map(len, per_text)), len(entries)
     runs = []
-    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(np.zeros(1 + 2 * 16, np.uint64), 200)),
+    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(_kernels.word_table(16), 200)),
                           (_kernels.word_ids_python, {})):
         if entries:                                                         # the known words, entered first
             kernel([tuple(sorted(known))], cache, 0, np.empty(len(known), np.int64), np.empty(len(known), np.int64))
@@ -848,7 +852,7 @@ def test_word_ids_refuse_what_they_cannot_use():
     f, ids = _kernels._speedups.word_ids, np.zeros(2, np.int64)
 
     def table():
-        return np.zeros(1 + 2 * 16, np.uint64)
+        return _kernels.word_table(16)
     with pytest.raises(TypeError):
         f([["a", "b"]], table(), 0, ids, ids.copy())             # a list, not a tuple
     with pytest.raises(TypeError):
@@ -878,12 +882,12 @@ def test_word_table_room_grows_keeps_words_and_starts_afresh_past_most():
     _kernels._speedups.word_ids([("a", "b", "c")], table, 7, np.empty(3, np.int64), np.empty(3, np.int64))
     assert _kernels.word_table_room(table, 5) is table                  # 3 + 5 <= 16 / 2
     grown = _kernels.word_table_room(table, 6)
-    assert len(grown) == 1 + 2 * 32 and grown[0] == 3
+    assert len(grown) == 1 + _kernels.WORD_SLOT * 32 and grown[0] == 3
     _, new = _kernels._speedups.word_ids([("c", "a", "d")], grown, 10, np.empty(3, np.int64), np.empty(3, np.int64))
     assert new == ["d"]                                                  # the moved words are found
-    assert len(_kernels.word_table_room(grown, 200)) == 1 + 2 * 512
+    assert len(_kernels.word_table_room(grown, 200)) == 1 + _kernels.WORD_SLOT * 512
     fresh = _kernels.word_table_room(grown, 30, most=32)
-    assert len(fresh) == 1 + 2 * 64 and fresh[0] == 0                   # past most: empty, room for 30
+    assert len(fresh) == 1 + _kernels.WORD_SLOT * 64 and fresh[0] == 0  # past most: empty, room for 30
 
 
 def _features_by_definition(word: str, grams: dict, sizes: tuple) -> list[int]:
@@ -954,7 +958,7 @@ def test_hashing_a_word_keeps_no_utf8_copy_with_it():
     k = _kernels._speedups
     for w in words:
         k.blake2b64(w)
-    _one(k.index_batch, words, np.zeros(1 + 2 * 16, np.uint64), _text.index_word, {})
+    _one(k.index_batch, words, _kernels.word_table(16), _text.index_word, {})
     room = 64
     k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
                     np.zeros(room, np.int8))

@@ -194,7 +194,8 @@ const char word_features_doc[] = PyDoc_STR(
 "hashes[i] = blake2b64('w|' + word) and its features, that hash followed (unless the word is a CJK\n"
 "gram) by gram_hashes('<' + word + '>', grams, sizes), stored one after another from the start of\n"
 "slots (hash % dim, int32) and signs (+1 where bit 63 is set, else -1, int8); counts[i] (int64)\n"
-"is how many. Returns the number of features stored; ValueError if slots or signs are too short.");
+"is how many. Returns the number of features stored; ValueError if slots or signs are too short.\n"
+"The words are the list as it is at the call (a key of grams that changes it does not change them).");
 
 typedef struct {
     int32_t *slots;
@@ -240,33 +241,43 @@ PyObject *word_features(PyObject *self, PyObject *args)
         return NULL;
     if (take_all(a, o, specs, N) < 0)
         return release(a, N, 0);
-    const Py_ssize_t n = PyList_GET_SIZE(words);
+    /* A copy of the list: the keys of grams run Python code (__eq__), which could change words while
+     * they are read (the copy keeps them alive and n valid). */
+    PyObject *batch = PyList_AsTuple(words);
+    if (!batch)
+        return release(a, N, 0);
+    const Py_ssize_t n = PyTuple_GET_SIZE(batch);
     if (dim < 1 || LEN(a[HASHES]) < n || LEN(a[COUNTS]) < n || LEN(a[SIGNS]) != LEN(a[SLOTS])
         || a[HASHES].view.itemsize != 8 || a[COUNTS].view.itemsize != 8) {
         PyErr_SetString(PyExc_ValueError, "word_features: dim must be >= 1, hashes (uint64) and counts (int64) "
                                           "one per word, slots and signs as long as each other");
+        Py_DECREF(batch);
         return release(a, N, 0);
     }
     uint64_t *hashes = DATA(a[HASHES], uint64_t);
     int64_t *counts = DATA(a[COUNTS], int64_t);
     Features f = {DATA(a[SLOTS], int32_t), DATA(a[SIGNS], int8_t), 0, LEN(a[SLOTS]), (uint64_t)dim};
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *w = PyList_GET_ITEM(words, i), *marked = NULL;
+        PyObject *w = PyTuple_GET_ITEM(batch, i), *marked = NULL;
         uint64_t h;
         const Py_ssize_t before = f.used;
         if (!PyUnicode_Check(w)) {
             PyErr_SetString(PyExc_TypeError, "word_features: words must be a list of str");
+            Py_DECREF(batch);
             return release(a, N, 0);
         }
         int ok = utf8_hash("w|", w, &h) == 0 && store_feature(h, &f) == 0;
         if (ok && !starts_cjk(w))
             ok = (marked = PyUnicode_FromFormat("<%U>", w)) && each_gram(marked, grams, sizes, store_feature, &f) == 0;
         Py_XDECREF(marked);
-        if (!ok)
+        if (!ok) {
+            Py_DECREF(batch);
             return release(a, N, 0);
+        }
         hashes[i] = h;
         counts[i] = f.used - before;
     }
+    Py_DECREF(batch);
     release(a, N, 1);
     return PyLong_FromSsize_t(f.used);
 }

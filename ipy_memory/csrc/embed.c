@@ -41,7 +41,7 @@ PyObject *hash_rows(PyObject *self, PyObject *args)
     }
     ok = ok && total == words;
     for (Py_ssize_t e = 0; ok && e < entries; e++)
-        ok = starts[e] >= 0 && lens[e] >= 0 && starts[e] + lens[e] <= nfeat;
+        ok = starts[e] >= 0 && lens[e] >= 0 && lens[e] <= nfeat - starts[e];   /* (the sum could overflow) */
     for (Py_ssize_t k = 0; ok && k < words; k++)
         ok = ids[k] >= 0 && ids[k] < entries;
     if (!ok) {

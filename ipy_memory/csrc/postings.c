@@ -59,7 +59,7 @@ PyObject *sort_postings(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOO:sort_postings", &o[H], &o[S], &o[T], &o[OH], &o[OS], &o[OT]))
         return NULL;
     if (take_all(a, o, specs, N) < 0)
-        return NULL;
+        return release(a, N, 0);
     const Py_ssize_t n = LEN(a[H]);
     for (int i = 0; i < N; i++)
         if (LEN(a[i]) != n || ((i == H || i == OH) && a[i].view.itemsize != 8)) {

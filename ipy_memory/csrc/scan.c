@@ -177,7 +177,7 @@ __attribute__((target("avx2,f16c,fma"))) static void half_dots_f16c(const uint16
  * rows: 9.5 ms against 17.8 for the scan, then the CRC of each part). Measured slower here: one
  * register of lanes (its folds wait on each other), 128-bit folds (they share a port with the
  * conversions) and 512-bit dots (half the speed of the 256-bit ones). Rows back to back, dim a
- * multiple of 128, n >= 1. Returns the CRC without zlib's inversions. */
+ * multiple of 128 (not 0), n >= 1. Returns the CRC without zlib's inversions. */
 FUSED_TARGET static uint32_t half_dots_crc_avx512(const uint16_t *mat, Py_ssize_t n, Py_ssize_t dim, const float *q,
                                                   const uint8_t *alive, float *out, uint32_t crc)
 {
@@ -316,7 +316,7 @@ PyObject *half_dots_crc(PyObject *self, PyObject *args)
     uint32_t crc = 0;
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_FUSED
-    if (nq == 1 && n && dim % 128 == 0 && half_dots_crc_fused())
+    if (nq == 1 && n && dim && dim % 128 == 0 && half_dots_crc_fused())   /* (it starts on the first 256 bytes) */
         crc = ~half_dots_crc_avx512(mat, n, dim, qs, alive, out, ~0u);
     else
 #endif

@@ -226,6 +226,11 @@ static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out, int
     PyObject *normal = normalize ? nfkc(text) : Py_NewRef(text);
     PyObject *low = normal ? PyObject_CallMethod(normal, "lower", NULL) : NULL;
     Py_XDECREF(normal);
+    /* a str subclass's lower() may return anything: only a str is read as one (the twin fails too) */
+    if (low && !PyUnicode_Check(low)) {
+        PyErr_Format(PyExc_TypeError, "text_words: lower() returned %.100s, not a str", Py_TYPE(low)->tp_name);
+        Py_CLEAR(low);
+    }
     if (!low)
         return -1;
     const int kind = PyUnicode_KIND(low);

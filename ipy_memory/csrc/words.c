@@ -2,24 +2,33 @@
  *
  * A dict lookup of a word met in a new text touches three places in memory (the index, the entry,
  * the key's characters: the word is another str object than the key), each a cache miss in a table
- * of a few hundred thousand words; a slot here holds the word's 64-bit key and its value side by
- * side. Two words with the same key would share a value: with keys from a 64-bit mixing hash and
- * at most 2^19 words in a table, the odds of that anywhere in a table are below 1e-7 (the index's
- * term hashes take the same odds). */
+ * of a few hundred thousand words; a slot here holds the word's 128-bit key and its value side by
+ * side (24 bytes). The key is two independent hashes: a mixing hash of the characters, whose low
+ * bits place the slot, and str's own hash (SipHash, keyed per process; cached in the str). The
+ * mixing hash alone can be made to collide on purpose (a chain of public bijections: a word that
+ * shares a given word's is computed in a second), and two words with one key share a value; a pair
+ * that collides in both takes ~2^64 trials to find even where PYTHONHASHSEED makes str's hash
+ * known, and by chance has odds of 2^-128. (Comparing the words themselves would be the cache miss
+ * the table exists to avoid, and would make the table hold references.) */
 #include "speedups.h"
 
-/* Layout: [count, key_0, value_0, key_1, value_1, ...], a power of two of slots; key 0 = free. */
+/* Layout: [count, key_0, check_0, value_0, key_1, ...], a power of two of slots; key 0 = free. */
+#define SLOT 3
 typedef struct {
     uint64_t *count, *slots, mask;
 } Table;
 
+typedef struct {
+    uint64_t key, check;
+} Key;
+
 static int table_of(Arg *arg, Table *t)
 {
     const Py_ssize_t n = LEN(*arg);
-    const uint64_t cap = n > 1 ? (uint64_t)(n - 1) / 2 : 0;
+    const uint64_t cap = n > 1 ? (uint64_t)(n - 1) / SLOT : 0;
     uint64_t *a = DATA(*arg, uint64_t);
-    if (cap < 2 || (cap & (cap - 1)) || (uint64_t)n != 1 + 2 * cap || a[0] > cap) {
-        PyErr_SetString(PyExc_ValueError, "word table: a uint64 array of 1 + 2 * (a power of two >= 2) items, "
+    if (cap < 2 || (cap & (cap - 1)) || (uint64_t)n != 1 + SLOT * cap || a[0] > cap) {
+        PyErr_SetString(PyExc_ValueError, "word table: a uint64 array of 1 + 3 * (a power of two >= 2) items, "
                                           "its first item the count of words held");
         return -1;
     }
@@ -37,8 +46,9 @@ static inline uint64_t mix(uint64_t x)
 }
 
 /* A str's key: a mixing hash of its characters as CPython stores them (an equal str always has the
- * same kind and bytes), never 0. */
-static uint64_t word_key(PyObject *w)
+ * same kind and bytes), never 0, and str's own hash (str's, not a subclass's __hash__: no Python
+ * code runs). */
+static Key word_key(PyObject *w)
 {
     const uint8_t *p = (const uint8_t *)PyUnicode_DATA(w);
     const int kind = PyUnicode_KIND(w);
@@ -54,18 +64,20 @@ static uint64_t word_key(PyObject *w)
         memcpy(&c, p, n);
         h = mix(h ^ c);
     }
-    return h ? h : 1;
+    return (Key){h ? h : 1, (uint64_t)PyUnicode_Type.tp_hash(w)};
 }
 
-/* The slot holding key, or the free slot where it would go. */
-static uint64_t *find(const Table *t, uint64_t key)
+/* The slot holding k, or the free slot where it would go. */
+static uint64_t *find(const Table *t, Key k)
 {
-    for (uint64_t i = key & t->mask;; i = (i + 1) & t->mask) {
-        uint64_t *s = t->slots + 2 * i;
-        if (s[0] == key || s[0] == 0)
+    for (uint64_t i = k.key & t->mask;; i = (i + 1) & t->mask) {
+        uint64_t *s = t->slots + SLOT * i;
+        if ((s[0] == k.key && s[1] == k.check) || s[0] == 0)
             return s;
     }
 }
+
+static inline int holds(const uint64_t *slot, Key k) { return slot[0] == k.key && slot[1] == k.check; }
 
 /* Prefetching: a text's word slots are asked of memory a text or two before they are read, so
  * that the cache misses of a large table (one a word, ~100 ns each) overlap instead of queueing
@@ -77,43 +89,44 @@ static uint64_t *find(const Table *t, uint64_t key)
 #endif
 
 /* keys[i] = word_key of the tuple's i-th word, each one's home slot prefetched. */
-static void keys_ahead(const Table *t, PyObject *tuple, uint64_t *keys)
+static void keys_ahead(const Table *t, PyObject *tuple, Key *keys)
 {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
         keys[i] = word_key(PyTuple_GET_ITEM(tuple, i));
-        PREFETCH(t->slots + 2 * (keys[i] & t->mask));
+        PREFETCH(t->slots + SLOT * (keys[i].key & t->mask));
     }
 }
 
 /* The `known` slots of the expandable words among keys whose word slots were prefetched earlier
  * (found in their home slot: nearly all at most half full): index_batch looks those up next. */
-static void known_ahead(const Table *words, const Table *known, const uint64_t *keys, Py_ssize_t n)
+static void known_ahead(const Table *words, const Table *known, const Key *keys, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        const uint64_t *s = words->slots + 2 * (keys[i] & words->mask);
-        if (s[0] == keys[i] && (s[1] & 1))
-            PREFETCH(known->slots + 2 * ((s[1] >> 1 | 1ull << 63) & known->mask));
+        const uint64_t *s = words->slots + SLOT * (keys[i].key & words->mask);
+        if (holds(s, keys[i]) && (s[2] & 1))
+            PREFETCH(known->slots + SLOT * ((s[2] >> 1 | 1ull << 63) & known->mask));
     }
 }
 
-/* Store key -> value unless the table is 3/4 full (a free slot always remains: find ends). */
-static void store(const Table *t, uint64_t key, uint64_t value)
+/* Store k -> value unless the table is 3/4 full (a free slot always remains: find ends). */
+static void store(const Table *t, Key k, uint64_t value)
 {
-    uint64_t *s = find(t, key);      /* looked up again: the miss function may have run another thread */
+    uint64_t *s = find(t, k);        /* looked up again: the miss function may have run another thread */
     if (s[0] == 0 && *t->count < (t->mask + 1) / 4 * 3) {
-        s[0] = key;
-        s[1] = value;
+        s[0] = k.key;
+        s[1] = k.check;
+        s[2] = value;
         ++*t->count;
     }
 }
 
-/* per_text (a list of tuples of str) checked: its number of words and the longest tuple's. 0, or -1
- * with a TypeError naming kernel. */
+/* per_text (a list of tuples of str, or a tuple copy of one) checked: its number of words and the
+ * longest tuple's. 0, or -1 with a TypeError naming kernel. */
 static int count_words(PyObject *per_text, const char *kernel, Py_ssize_t *total, Py_ssize_t *longest)
 {
     *total = *longest = 0;
-    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(per_text); t++) {
-        PyObject *tuple = PyList_GET_ITEM(per_text, t);
+    for (Py_ssize_t t = 0; t < PySequence_Fast_GET_SIZE(per_text); t++) {
+        PyObject *tuple = PySequence_Fast_GET_ITEM(per_text, t);
         if (!PyTuple_Check(tuple)) {
             PyErr_Format(PyExc_TypeError, "%s: per_text must be a list of tuples of words", kernel);
             return -1;
@@ -143,7 +156,8 @@ const char index_batch_doc[] = PyDoc_STR(
 "Writes each text's distinct term hashes in order of first use to terms (int64) and how often each\n"
 "occurs to counts (int32), text after text, and each text's number of distinct terms to distinct\n"
 "(int64, one per text); returns how many terms it wrote (terms and counts need room for every\n"
-"word). (_kernels.index_batch_python, whose caches are dicts.)");
+"word). The batch is per_text as it is at the call: a miss that changes the list does not change\n"
+"it. (_kernels.index_batch_python, whose caches are dicts.)");
 
 /* A text's distinct terms, in order of first use, found through an open-addressing table of
  * their positions. */
@@ -214,22 +228,30 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!OOO!OOOO:index_batch", &PyList_Type, &per_text, &o[TABLE], &miss, &PyDict_Type,
                           &vocab, &o[KNOWN], &o[TERMS], &o[COUNTS], &o[DISTINCT]))
         return NULL;
-    const Py_ssize_t texts = PyList_GET_SIZE(per_text);
-    Py_ssize_t total, longest;
-    if (count_words(per_text, "index_batch", &total, &longest) < 0)
+    /* A copy of the list: miss and vocab's keys run Python code, which could change per_text while
+     * its words are read and the scratch sized from it here is used (the copy keeps them alive). */
+    PyObject *batch = PyList_AsTuple(per_text);
+    if (!batch)
         return NULL;
-    Arg a[N];
+    const Py_ssize_t texts = PyTuple_GET_SIZE(batch);
+    Py_ssize_t total, longest;
+    Arg a[N] = {0};
     Table words, known;
-    if (take_all(a, o, specs, N) < 0 || table_of(&a[TABLE], &words) < 0 || table_of(&a[KNOWN], &known) < 0)
+    if (count_words(batch, "index_batch", &total, &longest) < 0 || take_all(a, o, specs, N) < 0
+        || table_of(&a[TABLE], &words) < 0 || table_of(&a[KNOWN], &known) < 0) {
+        Py_DECREF(batch);
         return release(a, N, 0);
+    }
     if (a[TABLE].view.buf == a[KNOWN].view.buf) {
         PyErr_SetString(PyExc_ValueError, "index_batch: known must be another word table than table");
+        Py_DECREF(batch);
         return release(a, N, 0);
     }
     if (LEN(a[TERMS]) < total || LEN(a[COUNTS]) < total || LEN(a[DISTINCT]) != texts
         || a[TERMS].view.itemsize != 8 || a[DISTINCT].view.itemsize != 8) {
         PyErr_SetString(PyExc_ValueError, "index_batch: terms (int64) and counts (int32) need room for every word, "
                                           "distinct (int64) one item per text");
+        Py_DECREF(batch);
         return release(a, N, 0);
     }
     uint64_t mask = 15;
@@ -239,7 +261,7 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     Seen *seen = PyMem_Malloc(Py_MAX(longest, 1) * sizeof(Seen));
     /* each text's word keys, computed two texts ahead (the slots prefetched), in a ring of three */
     const Py_ssize_t room = Py_MAX(longest, 1);
-    uint64_t *keys = PyMem_Malloc(3 * room * sizeof(uint64_t));
+    Key *keys = PyMem_Malloc(3 * room * sizeof(Key));
 #define KEYS(t) (keys + (t) % 3 * room)
     int64_t *terms = DATA(a[TERMS], int64_t), *distinct = DATA(a[DISTINCT], int64_t);
     int32_t *counts = DATA(a[COUNTS], int32_t);
@@ -248,14 +270,14 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     if (!ok)
         PyErr_NoMemory();
     for (Py_ssize_t t = 0; ok && t < 2 && t < texts; t++)
-        keys_ahead(&words, PyList_GET_ITEM(per_text, t), KEYS(t));
+        keys_ahead(&words, PyTuple_GET_ITEM(batch, t), KEYS(t));
     for (Py_ssize_t t = 0; ok && t < texts; t++) {
         if (t + 2 < texts)
-            keys_ahead(&words, PyList_GET_ITEM(per_text, t + 2), KEYS(t + 2));
+            keys_ahead(&words, PyTuple_GET_ITEM(batch, t + 2), KEYS(t + 2));
         if (t + 1 < texts)
-            known_ahead(&words, &known, KEYS(t + 1), PyTuple_GET_SIZE(PyList_GET_ITEM(per_text, t + 1)));
-        PyObject *tuple = PyList_GET_ITEM(per_text, t);
-        const uint64_t *key_of = KEYS(t);
+            known_ahead(&words, &known, KEYS(t + 1), PyTuple_GET_SIZE(PyTuple_GET_ITEM(batch, t + 1)));
+        PyObject *tuple = PyTuple_GET_ITEM(batch, t);
+        const Key *key_of = KEYS(t);
         const Py_ssize_t n = PyTuple_GET_SIZE(tuple), first = out;
         uint64_t m = 15;
         while ((Py_ssize_t)(m + 1) < 2 * n)
@@ -263,10 +285,10 @@ PyObject *index_batch(PyObject *self, PyObject *args)
         memset(table, 0xff, (m + 1) * sizeof(int32_t));
         for (Py_ssize_t i = 0; ok && i < n; i++) {
             PyObject *word = PyTuple_GET_ITEM(tuple, i);
-            const uint64_t key = key_of[i];
+            const Key key = key_of[i];
             const uint64_t *slot = find(&words, key);
-            uint64_t packed = slot[1];
-            if (slot[0] != key) {
+            uint64_t packed = slot[2];
+            if (!holds(slot, key)) {
                 if (new_entry(word, miss, &packed) < 0) {
                     ok = 0;
                     break;
@@ -285,8 +307,8 @@ PyObject *index_batch(PyObject *self, PyObject *args)
             counts[first + table[at]]++;
             if ((packed & 1) && !s->expanded) {  /* later expandable words of the term find it in vocab */
                 s->expanded = 1;
-                const uint64_t mark = term | 1ull << 63;   /* (a term hash has 63 bits: never 0) */
-                if (find(&known, mark)[0] != mark) {      /* a dict lookup costs a Python int and two cache misses */
+                const Key mark = {term | 1ull << 63, 0};  /* (a term hash has 63 bits: never 0; no check) */
+                if (!holds(find(&known, mark), mark)) {   /* a dict lookup costs a Python int and two cache misses */
                     ok = offer(vocab, term, word) == 0;
                     store(&known, mark, 1);
                 }
@@ -298,6 +320,7 @@ PyObject *index_batch(PyObject *self, PyObject *args)
     PyMem_Free(table);
     PyMem_Free(seen);
     PyMem_Free(keys);
+    Py_DECREF(batch);
     release(a, N, 0);
     return ok ? PyLong_FromSsize_t(out) : NULL;
 }
@@ -321,9 +344,11 @@ PyObject *word_table_move(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "word_table_move: the new table has too little room (or is the old one)");
         return release(a, 2, 0);
     }
-    for (uint64_t i = 0; i <= from.mask; i++)
-        if (from.slots[2 * i])
-            store(&to, from.slots[2 * i], from.slots[2 * i + 1]);
+    for (uint64_t i = 0; i <= from.mask; i++) {
+        const uint64_t *s = from.slots + SLOT * i;
+        if (s[0])
+            store(&to, (Key){s[0], s[1]}, s[2]);
+    }
     return release(a, 2, 1);
 }
 
@@ -419,7 +444,7 @@ PyObject *word_ids(PyObject *self, PyObject *args)
     }
     Local local = {NULL, 0};
     const Py_ssize_t room = Py_MAX(longest, 1);
-    uint64_t *keys = PyMem_Malloc(2 * room * sizeof(uint64_t));     /* two texts' word keys */
+    Key *keys = PyMem_Malloc(2 * room * sizeof(Key));     /* two texts' word keys */
     PyObject *missing = PyList_New(0), *result = NULL;
     if (!keys || !missing || local_init(&local, 1024) < 0) {
         if (!keys)
@@ -433,25 +458,26 @@ PyObject *word_ids(PyObject *self, PyObject *args)
         keys_ahead(&words, PyList_GET_ITEM(per_text, 0), keys);
     for (Py_ssize_t t = 0; t < texts; t++) {
         PyObject *tuple = PyList_GET_ITEM(per_text, t);
-        const uint64_t *key_of = keys + t % 2 * room;
+        const Key *key_of = keys + t % 2 * room;
         if (t + 1 < texts)   /* the next text's keys and slots while this one's are looked up */
             keys_ahead(&words, PyList_GET_ITEM(per_text, t + 1), keys + (t + 1) % 2 * room);
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tuple); j++, k++) {
             PyObject *w = PyTuple_GET_ITEM(tuple, j);
-            const uint64_t key = key_of[j];
+            const Key key = key_of[j];
             uint64_t *slot = find(&words, key);
-            if (slot[0] != key) {                /* new: stored at once, so that its next use finds it */
+            if (!holds(slot, key)) {             /* new: stored at once, so that its next use finds it */
                 if (PyList_Append(missing, w) < 0)
                     goto done;
-                slot[0] = key;
-                slot[1] = (uint64_t)(first_new + PyList_GET_SIZE(missing) - 1);
+                slot[0] = key.key;
+                slot[1] = key.check;
+                slot[2] = (uint64_t)(first_new + PyList_GET_SIZE(missing) - 1);
                 ++*words.count;
             }
-            const int64_t before = next, at = local_index(&local, (int64_t)slot[1], &next);
+            const int64_t before = next, at = local_index(&local, (int64_t)slot[2], &next);
             if (at < 0)
                 goto done;
             if (next > before)
-                distinct[at] = (int64_t)slot[1];
+                distinct[at] = (int64_t)slot[2];
             ids[k] = at;
         }
     }
