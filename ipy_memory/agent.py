@@ -24,59 +24,13 @@ from . import _validate as v
 from ._acks import DEFAULT_ACKS, DEFAULT_SKIP_PATTERNS, ack_pattern, normalize_query
 from ._captured import Captured
 from ._log import log
+from ._messages import SOURCE, check_messages, is_human, text_of, text_part_type, is_recall_message
 from .block import item as _item
 from .block import render as _render
 from .errors import InvalidArgument, IpyMemoryError, NotFound
 
-SOURCE = {"kind": "plugin", "plugin": "ipy_memory", "form": "recall"}
-_FRAME_START = "<memory-recall count="
 _KEEP = 10_000      # bounded bookkeeping: remembered turns, queries and injections
 _CAPTURE_KEYS = {"scope", "project", "importance", "ttl", "metadata"}     # remember_exchange's own
-
-def _text_of(content) -> str:
-    """The human-readable text of a message's content (str, OpenAI parts or Anthropic blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content
-                         if isinstance(p, str) or (isinstance(p, dict) and p.get("type") in
-                                                   ("text", "input_text", "output_text")))
-    return ""
-
-
-def _text_part_type(parts: list) -> str:
-    """'input_text' for the Responses API's input parts (it refuses 'text' there), else 'text'."""
-    types = {p.get("type") for p in parts if isinstance(p, dict)}
-    return "input_text" if "input_text" in types and "text" not in types else "text"
-
-
-def is_recall_message(msg) -> bool:
-    """True for a message AutoRecall inserted (by its tag, or by its <memory-recall> frame)."""
-    if not isinstance(msg, dict):
-        return False
-    src = msg.get("source")
-    if isinstance(src, dict) and src.get("plugin") == "ipy_memory":
-        return True
-    return msg.get("name") == "ipy_memory" or _text_of(msg.get("content")).lstrip().startswith(_FRAME_START)
-
-
-def _check_messages(messages) -> list:
-    if not isinstance(messages, list):
-        raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict):   # items without a role (e.g. tool-call items) pass through untouched
-            raise InvalidArgument(f"message {i} must be a dict such as {{'role': 'user', 'content': '...'}}")
-    return messages
-
-
-def _is_human(msg: dict) -> bool:
-    """A user message typed by the human: not ours, has text, carries no tool results."""
-    content = msg.get("content")
-    if msg.get("role") != "user" or is_recall_message(msg):
-        return False
-    if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "tool_result" for p in content):
-        return False
-    return bool(_text_of(content).strip())
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -174,7 +128,7 @@ class AutoRecall:
     # ------------------------------------------------------------------------------ recall
     def inject(self, messages: list, *, session_id: str, turn_id) -> list:
         """Return a new list with one recall message inserted before the human query (or unchanged)."""
-        _check_messages(messages)
+        check_messages(messages)
         session_id = v.text(session_id, "session_id", max_chars=256)
         if isinstance(turn_id, bool) or not isinstance(turn_id, (str, int)):
             raise InvalidArgument(f"turn_id must be a str or int identifying the human turn, got {turn_id!r}")
@@ -183,12 +137,12 @@ class AutoRecall:
             return self._skip(out, "disabled")
         if getattr(self.engine, "_closed", False):
             return self._skip(out, "engine closed")
-        idx = next((i for i in range(len(out) - 1, -1, -1) if _is_human(out[i])), None)
+        idx = next((i for i in range(len(out) - 1, -1, -1) if is_human(out[i])), None)
         if idx is None:
             return self._skip(out, "no user message")
         if idx != len(out) - 1:        # tool results or an answer follow: a later step of the turn
             return self._skip(out, "not first step")
-        query = _text_of(out[idx].get("content")).strip()
+        query = text_of(out[idx].get("content")).strip()
         norm = normalize_query(query)
         now = self.clock()
         with self._lock:
@@ -225,7 +179,7 @@ class AutoRecall:
             self.last_injection = inj
         human = out[idx].get("content")
         msg = {"role": "user", "content": block if isinstance(human, str)
-               else [{"type": _text_part_type(human), "text": block}]}
+               else [{"type": text_part_type(human), "text": block}]}
         if self.tag == "source":
             msg["source"] = {**SOURCE, "id": inj.id}
         elif self.tag == "name":
@@ -352,7 +306,7 @@ class AutoRecall:
         Returns the RememberResult (True/False when queued: background=True, or while a timed-out
         recall is still running), or None when capture is off, there was nothing worth storing, or the
         store failed."""
-        _check_messages(messages)
+        check_messages(messages)
         session_id = v.text(session_id, "session_id", max_chars=256)
         background = v.flag(background, "background")
         unknown = set(kw) - _CAPTURE_KEYS
