@@ -132,12 +132,13 @@ def budget(query: str, found: list[Hit], limit: int, max_tokens: int | None, set
     chosen, items, used = [], [], 0
     for h in found:
         text = _block.item(len(chosen) + 1, h.created_at, h.label, h.text)
-        cost = count(text) + 1
-        if room is not None and used + cost > room:
-            continue
+        if room is not None:            # (without a budget only the whole block is counted)
+            cost = count(text) + 1
+            if used + cost > room:
+                continue
+            used += cost
         chosen.append(h)
         items.append(text)
-        used += cost
         if len(chosen) >= limit:
             break
     block = _block.render(items, locale)

@@ -119,11 +119,10 @@ def prepare(item: dict, settings: Settings) -> Prepared:
         raise InvalidArgument("missing 'content': the text to remember")
     content = v.text(item["content"], "content", max_chars=settings.max_content_chars)
     title = v.optional_text(item.get("title"), "title")
-    replace = item.get("replace")
-    # None, or absent, is "not given": a new memory's default, the replaced memory's own value
-    given = {k: item.get(k) for k in ("scope", "importance")}
-    default = {"scope": "project", "importance": 0.6} if replace is None else {"scope": None, "importance": None}
-    scope, importance = (given[k] if given[k] is not None else default[k] for k in ("scope", "importance"))
+    replace, scope, importance = item.get("replace"), item.get("scope"), item.get("importance")
+    if replace is None:     # None, or absent, is "not given": a new memory's default, a replaced one's own value
+        scope = "project" if scope is None else scope
+        importance = 0.6 if importance is None else importance
     scope, project, importance, ttl, metadata, meta_json = _common(scope, item.get("project"), importance,
                                                                    item.get("ttl"), item.get("metadata"))
     r = _Redactor(settings.redact == "all")

@@ -12,7 +12,6 @@ local.py; ``openai``, ``dashscope`` and ``ollama`` over HTTP, see remote.py (whi
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Callable
 
 from ..config import env  # one reader of IPY_MEMORY_* / MEMORY_TREE_* variables
@@ -40,7 +39,7 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
         raise InvalidArgument(f"unknown embedder preset {preset!r}: use one of {sorted(PRESETS)} "
                               "or pass an Embedder instance")
     factory = PRESETS[preset]
-    takes = _options(getattr(factory, "builds", factory))     # (a built-in preset: the class it makes)
+    takes = _options(getattr(factory, "builds", factory)) if options else None   # (built-in: the class it makes)
     unknown = sorted(set(options) - takes) if takes is not None else []
     if unknown:
         raise InvalidArgument(f"embedder preset {preset!r} has no option {', '.join(unknown)}; it takes "
@@ -51,6 +50,7 @@ def get_embedder(preset: str | Embedder | None = None, **options) -> Embedder:
 def _options(target) -> set[str] | None:
     """The keyword options a class (its __init__ and those it passes **options on to) or a function
     takes; None when that cannot be told."""
+    import inspect        # here, not at import: 5 ms of `import ipy_memory`
     names: set[str] = set()
     for fn in ([k.__dict__["__init__"] for k in inspect.getmro(target) if "__init__" in k.__dict__]
                if isinstance(target, type) else [target]):
