@@ -5,7 +5,8 @@ dream() takes a section out of the indexes when another section of the space has
 kept here, with its vector, until:
 
 * the section standing in for it is deleted (forget, replace, purge): it returns to its own
-  memory's nodes and vectors, so that text stays findable (`release`);
+  memory's nodes and vectors, so that text stays findable (`release`); likewise when its own
+  memory, remembered again, comes to outlive the stand-in's (`outlived`);
 * its own memory is forgotten or replaced: it goes with it;
 * it is forgotten itself by its id 'm-…#n' (`forget_section`).
 
@@ -60,6 +61,15 @@ def release(db, keys: list[int], leaving: list[str] = ()) -> None:
         db.execute("DELETE FROM dreamed WHERE document_id IN (SELECT value FROM json_each(?))",
                    (json.dumps(list(leaving)),))
     _restore(db, "keep IN (SELECT value FROM json_each(?))", (json.dumps([int(k) for k in keys]),))
+
+
+def outlived(db, doc_id: str, expires: float | None) -> None:
+    """A memory now lives until `expires` (remembered again): its set-aside sections whose stand-in's
+    memory expires sooner return to it (dream() sets one aside only for a stand-in that lives as long)."""
+    if _exists(db):
+        _restore(db, "key IN (SELECT r.key FROM dreamed r JOIN nodes n ON n.key = r.keep JOIN documents d "
+                     "ON d.id = n.document_id WHERE r.document_id = ? AND d.expires_at IS NOT NULL AND "
+                     "(? IS NULL OR d.expires_at < ?))", (doc_id, expires, expires))
 
 
 def restore_document(db, doc_id: str) -> None:

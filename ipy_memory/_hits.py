@@ -34,12 +34,13 @@ def keys_under(store, spaces: list[str], path: str, now: float) -> np.ndarray:
     want = path_key(path)
     if not want:
         raise InvalidArgument(f"path must name a heading, e.g. 'Setup/Env', not {path!r}")
-    # SQLite narrows the scan of the nodes (first: CROSS JOIN): a path is stored with its spaces
-    # squeezed, so one under `want` holds each part of it (a "/" of which may be a heading's "∕")
+    # SQLite narrows the scan of the nodes (first: CROSS JOIN) to paths holding the longest word of
+    # `want` (a "/" of which may be a heading's "∕"; an exchange stored before 38a227e kept its
+    # session id's and speaker's spacing as typed, so no part with a space in it is looked for)
     marks = ",".join("?" * len(spaces))
     rows = store.query("SELECT n.key, n.path FROM nodes n CROSS JOIN documents d ON d.id = n.document_id "
                        f"WHERE instr(n.path, ?) > 0 AND d.space IN ({marks}) AND (d.expires_at IS NULL OR "
-                       "d.expires_at > ?)", (max(want.split("/"), key=len), *spaces, now))
+                       "d.expires_at > ?)", (max(want.replace("/", " ").split(), key=len), *spaces, now))
     return np.array(sorted(k for k, stored in rows if _is_under(stored, want)), np.int64)
 
 

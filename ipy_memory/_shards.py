@@ -189,14 +189,14 @@ class Shards(SyncMixin):
     def _replayable(self, data, space: str, *, vectors: bool = False) -> int | None:
         """The seq a snapshot reflects, if it is this store's and space's and the change log still
         reaches it (and, for vectors, if they are of the store's current embedder epoch)."""
-        seq, store_id = int(data["seq"]), str(data["store_id"])
-        if store_id != self.store_id or str(data["space"]) != space or seq > self.store.max_seq():
+        seq, store_id, top = int(data["seq"]), str(data["store_id"]), self.store.max_seq()
+        if store_id != self.store_id or str(data["space"]) != space or seq > top:
             return None          # another store's or space's file (copied, renamed), or a restored older database
         if vectors and int(data["epoch"]) != self._epoch():
             return None                               # re-embedded since: another model's vectors
         floor = self.store.query("SELECT min(seq) FROM changes")[0][0]
-        if floor is not None and floor > seq + 1 and seq < self.store.max_seq():
-            return None                               # the change log no longer reaches back to it
+        if (top + 1 if floor is None else floor) > seq + 1 and seq < top:
+            return None       # the change log no longer reaches back to it (compact() may have emptied it)
         return seq
 
     def _changes_since(self, seq: int, space: str) -> list[tuple[str, int]]:

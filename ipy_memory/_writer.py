@@ -223,6 +223,7 @@ class BatchWriter:
         self.db.execute("UPDATE documents SET expires_at = ? WHERE id = ?", (expires, doc_id))
         self.db.execute("INSERT INTO changes (op, node_key, space) SELECT 'expiry', key, ? FROM nodes "
                         "WHERE document_id = ?", (space, doc_id))
+        _dreamed.outlived(self.db, doc_id, expires)
         return later(was, expires)
 
     def _replacing(self, p: Prepared) -> float | None:

@@ -356,6 +356,8 @@ class AutoRecall:
         with self._lock:
             self._s.counts["capture_errors"] += 1
             self._capture_error = f"{type(failure).__name__}: {failure}"
+        if background:
+            raise failure          # the writer logs it and counts it (background_stats()'s errors, last_error)
         log.warning("ipy_memory: capture failed: %s", failure)
         return None
 
