@@ -32,7 +32,8 @@ _TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
 HINTS = {
     "NotFound": "list ids with %memories or %recall QUERY",
     "StorageError": "use another store: %config MemoryMagics.data_dir = '/path/to/dir'",
-    "ReadOnlyError": "this store is read-only: %config MemoryMagics.data_dir = '/a/writable/dir'",
+    "ReadOnlyError": "this store is read-only here: make its database writable (chmod u+w; the magics then reopen "
+                     "it) or %config MemoryMagics.data_dir = '/a/writable/dir'",
     "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
     "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
 }

@@ -3,6 +3,8 @@ per notebook) and the line shown for a RememberResult in the magics' words."""
 
 from __future__ import annotations
 
+from .errors import IpyMemoryError
+
 
 def store_name(text: str) -> str:
     """%%store's NAME as typed, less one pair of quotes around all of it: no shell escapes, so that
@@ -12,15 +14,34 @@ def store_name(text: str) -> str:
     return text[1:-1] if quoted else text
 
 
-def named_memory(engine, name: str, scope: str, meta: dict) -> tuple[str | None, object]:
-    """%%store NAME's memory in `scope` (the first 10,000 memories looked at), NAME recorded in `meta` (the
-    new memory's provenance): (the id of the one stored under NAME from meta's notebook, or None; if none,
-    one stored under NAME from another notebook, or None). A name is per notebook: two notebooks' `notes`
-    are two memories, and neither overwrites the other."""
+def misplaced_option(name: str, options) -> str | None:
+    """An option of %%store typed after NAME (`%%store notes --force`), which would become part of it."""
+    return next((tok for tok in name.split() if tok.split("=", 1)[0] in options), None)
+
+
+def replacement_metadata(engine, memory_id: str, provenance: dict) -> dict:
+    """%remember --replace ID's metadata: the memory's own, with this write's provenance over it (the text
+    changes, not what was said of the memory); a %%store NAME's memory stays that notebook's."""
+    try:
+        old = engine.get(memory_id).metadata or {}
+    except IpyMemoryError:         # (no such memory, a bad id: the write itself says so)
+        return provenance
+    merged = {**old, **provenance}
+    if "name" in old:
+        merged.pop("notebook", None)
+        merged.update({k: old[k] for k in ("name", "notebook") if k in old})
+    return merged
+
+
+def named_memory(engine, name: str, meta: dict) -> tuple[str | None, object]:
+    """%%store NAME's memory in any scope (the first 10,000 memories looked at: a re-run with another
+    scope moves it), NAME recorded in `meta` (the new memory's provenance): (the id of the one stored
+    under NAME from meta's notebook, or None; if none, one stored under NAME from another notebook, or
+    None). A name is per notebook: two notebooks' `notes` are two memories, and neither overwrites the other."""
     meta["name"] = name
     notebook, offset, other = meta.get("notebook"), 0, None
     while offset < 10_000:
-        page = engine.list_memories(scope=scope, limit=200, offset=offset)
+        page = engine.list_memories(scope="session+project+global", limit=200, offset=offset)
         for m in page:
             theirs = m.metadata or {}
             if theirs.get("name") == name and theirs.get("source") == "ipython":

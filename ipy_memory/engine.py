@@ -282,7 +282,9 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         result = _hits.budget(query, _hits.collect(
             lambda k: self._rank(spaces, query, now, k, allowed) if allowed is None or len(allowed) else [],
             self._node_rows, self.store, 50 if max_tokens else limit, min_score), limit, max_tokens, self.settings)
-        result.origin = Origin(self, scope=scope, project=project, session=session, limit=limit,
+        # the spaces it searched, not the defaults of whichever engine stands in for this one later
+        result.origin = Origin(self, scope=scope, project=project if project is not None else self.project,
+                               session=session if session is not None else self.session, limit=limit,
                                max_tokens=max_tokens, path=path, min_score=min_score)
         self._on_recall(result.hits)
         return result

@@ -20,8 +20,8 @@ from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, no_arguments, open_engine, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, without_semicolon, without_settings)
-from ._remembered import Said, named_memory, store_name
+                         split_options, unwritable_store, without_semicolon, without_settings)
+from ._remembered import Said, misplaced_option, named_memory, replacement_metadata, store_name
 from .block import FRAME
 from .config import SCOPES
 from .engine import MemoryEngine
@@ -31,6 +31,7 @@ from .models import RememberResult
 __all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
 
 LIFECYCLE = ("dream", "rotate", "compact")       # %memdream, %memrotate, %memcompact when the engine has them
+_STORE_OPTIONS = {"-s", "--scope", "-t", "--title", "--ttl", "--force", "-v", "--expand"}
 
 
 def current_engine(shell=None) -> MemoryEngine:
@@ -117,8 +118,9 @@ class MemoryMagics(Magics):
     def engine(self) -> MemoryEngine:
         """The kernel's MemoryEngine, opened on first use and reopened when its settings change."""
         key = (self.data_dir, self.project, self.embedder, self.dedup_threshold, self.locale)
-        if self._engine is not None and (self._engine_key != key or getattr(self._engine, "_closed", False)):
-            self.close_engine()   # settings changed, or someone closed it: open a fresh one
+        if self._engine is not None and (self._engine_key != key or getattr(self._engine, "_closed", False)
+                                         or self._engine.read_only and unwritable_store(self.data_dir) is None):
+            self.close_engine()   # settings changed, someone closed it, or the store became writable: a fresh one
         if self._engine is None:
             try:
                 self._engine = open_engine(MemoryEngine, self)
@@ -268,7 +270,9 @@ class MemoryMagics(Magics):
         usage = f"{typed} [options] " + ("TEXT" if cell is None else "[TITLE]")
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
                          importance=args.importance, force=args.force or None, replace=args.replace)
-        result = self._call("memory_remember", arguments, usage, self.provenance("remember", source))
+        meta = self.provenance("remember", source)
+        meta = replacement_metadata(self.engine, args.replace, meta) if args.replace else meta
+        result = self._call("memory_remember", arguments, usage, meta)
         return self._announce(result, kind, "remember", line, replaced=args.replace is not None)
 
     @no_var_expand
@@ -287,18 +291,21 @@ class MemoryMagics(Magics):
             # Environment
             Use the conda env `ds`; data lives in s3://bucket/raw.
 
-        With NAME, re-running the cell replaces the memory this notebook stored under that name instead of
-        adding one. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
+        With NAME, re-running the cell replaces the memory this notebook stored under that name (in any
+        scope: -s moves it) instead of adding one; options go before NAME. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
         in another notebook stores a memory of its own, and the line printed names the one left alone.
         """
         args, name = self._parse(self.store, line, "%%store")
         name = store_name(name) or None      # %%store "my notes" names it my notes
+        if name and (late := misplaced_option(name, _STORE_OPTIONS)):
+            raise UsageError(f"{late!r} after NAME would be part of the name: put options first, %%store [options] NAME")
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
         scope = args.scope or self.scope
         meta = self.provenance("store", f"%%store {line}\n{cell}")
-        replace, kept = named_memory(self.engine, name, _usage(scope_arg, scope), meta) if name else (None, None)
+        _usage(scope_arg, scope)
+        replace, kept = named_memory(self.engine, name, meta) if name else (None, None)
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
                          replace=replace)
         result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [--force] [NAME]", meta)

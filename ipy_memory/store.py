@@ -162,6 +162,7 @@ class Store:
             if read_only:
                 self.db = self._connect_read_only(timeout)
             else:
+                self._writable_sidecars()
                 self.db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
                                           check_same_thread=False)
                 os.chmod(self.path, os.stat(self.path).st_mode & 0o600)     # private, and never a bit added
@@ -176,6 +177,23 @@ class Store:
                 self._migrate()
         except sqlite3.DatabaseError as exc:
             raise self._error("cannot open", exc) from exc
+
+    def _writable_sidecars(self) -> None:
+        """SQLite creates -wal and -shm with the database's mode: a read-only visit to a write-protected
+        database (chmod 444) leaves them 0444, and once the user makes the database writable again they
+        would keep it from opening. Ours get the database's own owner bits back (never more than 0600)."""
+        try:
+            mode = os.stat(self.path).st_mode & 0o600
+        except OSError:
+            return
+        for name in (self.path.name + "-wal", self.path.name + "-shm"):
+            side = self.path.with_name(name)
+            try:
+                st = os.stat(side)
+                if st.st_uid == os.geteuid() and st.st_mode & 0o600 != mode:
+                    os.chmod(side, mode)
+            except OSError:
+                pass          # none there, or not ours: SQLite says what it cannot open
 
     def _connect_read_only(self, timeout: float) -> sqlite3.Connection:
         """mode=ro, or on a read-only directory (a mount, a shared copy) immutable=1: a WAL database

@@ -79,7 +79,9 @@ def test_a_view_keeps_the_recalls_arguments(kernel):
     result = kernel.run_line_magic("recall", "-s project -p other --path Setup/Env --max-tokens 400 -n 3 conda env")
     view = shown_view(kernel, result)
     assert (view.scope_box.value, view.limit_box.value) == ("project", 3)
-    assert view.options == {"project": "other", "path": "Setup/Env", "max_tokens": 400}
+    # (and the session it searched: the spaces it used, whichever engine stands in for it later)
+    assert view.options == {"project": "other", "path": "Setup/Env", "max_tokens": 400,
+                            "session": current_engine().session}
     assert "project: other" in view.options_label.value
     again = view.search("conda env setup")
     assert [h.text for h in again] == ["conda env ds for the other project"]
@@ -319,3 +321,66 @@ def test_remember_replace_keeps_the_memorys_scope_unless_told(ip):
     assert mem.get(r.id).scope == "global"
     ip.run_line_magic("remember", f"--replace {r.id} -s project The VPN needs a hardware key")
     assert mem.get(r.id).scope == "project"
+
+
+# ------------------------------------------------------------------------------ a second review of these fixes
+def test_remember_replace_keeps_the_memorys_metadata_and_its_store_name(ip):
+    mem = current_engine()
+    r = mem.remember("The sales table lives in warehouse.sales_2024", metadata={"owner": "ana", "ticket": "DATA-12"})
+    ip.run_line_magic("remember", f"--replace {r.id} The sales table lives in warehouse.orders_2024")
+    meta = mem.get(r.id).metadata
+    assert meta["owner"] == "ana" and meta["ticket"] == "DATA-12" and meta["magic"] == "remember"
+    named = ip.run_cell_magic("store", "notes", "first body about pandas merges and joins")
+    ip.run_line_magic("remember", f"--replace {named.id} corrected text about pandas merges and joins")
+    again = ip.run_cell_magic("store", "notes", "rerun of the named cell with its new body text")
+    assert again.id == named.id and mem.get(named.id).content == "rerun of the named cell with its new body text"
+
+
+def test_a_store_name_is_found_in_any_scope(ip):
+    mem = current_engine()
+    first = ip.run_cell_magic("store", "style", "Use black with line length 88 for all python files")
+    moved = ip.run_cell_magic("store", "-s global style", "Use ruff format, line length 110, no black anymore")
+    assert moved.id == first.id and mem.get(first.id).scope == "global"
+    assert len(mem.list_memories(scope="session+project+global")) == 1
+
+
+def test_an_option_after_the_store_name_is_refused(ip):
+    with pytest.raises(UsageError, match="'--force' after NAME"):
+        ip.run_cell_magic("store", "notes --force", "the warehouse table lives in snowflake db")
+    assert len(current_engine().list_memories(scope="session+project+global")) == 0
+
+
+def test_a_result_remembers_the_project_and_session_it_searched(ip):
+    ip.run_line_magic("config", "MemoryMagics.project = 'a'")
+    ip.run_line_magic("remember", "alpha project note about widgets sales table")
+    ip.run_line_magic("config", "MemoryMagics.project = 'b'")
+    ip.run_line_magic("remember", "beta project note about widgets sales table")
+    ip.run_line_magic("config", "MemoryMagics.project = 'a'")
+    r = ip.run_line_magic("recall", "sales table")
+    ip.run_line_magic("config", "MemoryMagics.project = 'b'")       # closes the engine that made r
+    from ipy_memory.widgets import RecallBrowser
+    assert [h.text for h in RecallBrowser(result=r, live=False).search()] == ["alpha project note about widgets sales table"]
+
+
+def test_a_store_made_writable_again_is_reopened_for_writing(bare, protected_store):
+    bare.run_line_magic("load_ext", "ipy_memory")
+    bare.run_line_magic("config", f"MemoryMagics.data_dir = {str(protected_store)!r}")
+    bare.run_line_magic("config", "MemoryMagics.project = 'p'")
+    with pytest.raises(UsageError, match="chmod u\\+w"):
+        bare.run_line_magic("remember", "written into the protected store")
+    (protected_store / "memory.sqlite3").chmod(0o600)
+    assert bare.run_line_magic("remember", "written once the store is writable again").stored
+
+
+def test_sidecars_a_read_only_visit_left_write_protected_are_writable_again(protected_store):
+    db = protected_store / "memory.sqlite3"
+    with MemoryEngine(protected_store, project="p", read_only=True) as mem:       # as a read-only visit leaves them
+        mem.recall("protected note")
+        for side in ("-wal", "-shm"):
+            path = db.with_name(db.name + side)
+            path.touch()
+            path.chmod(0o444)
+    db.chmod(0o600)                                                                # the user makes it writable
+    with MemoryEngine(protected_store, project="p") as mem:             # (root could write them anyway)
+        assert [_mode(db.with_name(db.name + side)) for side in ("-wal", "-shm")] == [0o600, 0o600]
+        assert mem.remember("written after the chmod").stored
