@@ -73,8 +73,8 @@ def _made_by(origin):
     magics = _magics()[1]
     if magics is not None and magics.engine.data_dir == origin.data_dir:
         return magics.engine
-    raise StorageError(f"the engine these results came from ({origin.data_dir}) is closed: "
-                       "open a new view on an open engine, e.g. RecallBrowser(engine)")
+    raise StorageError(f"the engine these results came from ({origin.data_dir}) is closed, or not known to "
+                       "this copy of them: open a new view on an open engine, e.g. RecallBrowser(engine)")
 
 
 def _kernel_engine():

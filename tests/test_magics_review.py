@@ -384,3 +384,13 @@ def test_sidecars_a_read_only_visit_left_write_protected_are_writable_again(prot
     with MemoryEngine(protected_store, project="p") as mem:             # (root could write them anyway)
         assert [_mode(db.with_name(db.name + side)) for side in ("-wal", "-shm")] == [0o600, 0o600]
         assert mem.remember("written after the chmod").stored
+
+
+def test_a_copy_of_a_result_says_its_engine_may_be_unknown_to_it(ip, tmp_path):
+    import pickle
+    from ipy_memory.widgets import RecallBrowser
+    ip.run_line_magic("remember", "the sales table lives in warehouse")
+    copy = pickle.loads(pickle.dumps(ip.run_line_magic("recall", "sales table")))    # no engine travels with it
+    ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'other')!r}")
+    view = RecallBrowser(result=copy, live=False)
+    assert view.search("sales table") is None and "not known to this copy" in view.status.value
