@@ -47,8 +47,10 @@ class ShellDisplay:
     def _widget(self, obj):
         if self.magics.display != "widget" or getattr(self.shell, "kernel", None) is None:
             return None
-        if getattr(obj, "origin", None) is None or obj.origin.engine is None:
-            return None     # no engine known to act on (its Forget would hit the kernel's store): static only
+        origin = getattr(obj, "origin", None)
+        kernels = getattr(self.magics, "_engine", None)       # (the kernel's engine, if open: no side effect here)
+        if origin is None or origin.engine is None and (kernels is None or kernels.data_dir != origin.data_dir):
+            return None     # no engine known to act on (its Forget would hit another store): static only
         from .widgets import WIDGET_MIME, RecallBrowser, TierStats     # (ipywidgets: only for a live view)
         # no engine passed: the view acts on the one that made `obj`, with the same recall arguments
         view = RecallBrowser(result=obj, live=True) if isinstance(obj, RecallResult) else \

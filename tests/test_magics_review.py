@@ -394,3 +394,13 @@ def test_a_copy_of_a_result_says_its_engine_may_be_unknown_to_it(ip, tmp_path):
     ip.run_line_magic("config", f"MemoryMagics.data_dir = {str(tmp_path / 'other')!r}")
     view = RecallBrowser(result=copy, live=False)
     assert view.search("sales table") is None and "not known to this copy" in view.status.value
+
+
+def test_a_shown_result_stays_live_once_the_kernels_engine_reopened_on_its_store(kernel):
+    import gc
+    kernel.run_line_magic("remember", "the warehouse table lives in snowflake")
+    result = kernel.run_line_magic("recall", "warehouse")
+    kernel.run_line_magic("config", "MemoryMagics.dedup_threshold = 0.9")     # the magics reopen the same store
+    current_engine(kernel)
+    gc.collect()
+    assert result.origin.engine is None and shown_view(kernel, result) is not None
