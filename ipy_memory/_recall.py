@@ -89,8 +89,8 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed) -> l
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
         if allowed is not None:       # (filtered before the top is taken: other sections cannot crowd it out)
             keep = np.zeros(len(lex), bool)
-            slots = shard.lex.slots(allowed)
-            keep[slots[slots >= 0]] = True
+            allowed_slots = shard.lex.slots(allowed)
+            keep[allowed_slots[allowed_slots >= 0]] = True
             lex = np.where(keep, lex, 0)
         top = largest_nonzero(lex, pool)
         keys = shard.lex.keys.view[top]
@@ -98,7 +98,7 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed) -> l
             _colscan.help_scan()        # share the column scan the worker may be busy with
             shard.owner.checks.help()   # and the snapshot checks queued behind it
             vkeys, _ = vector_search()
-            slots = shard.lex.slots(vkeys)
+            slots = allowed_slots if allowed is not None and vkeys is allowed else shard.lex.slots(vkeys)
             ok = slots >= 0
             ok[ok] &= shard.lex.expires.view[slots[ok]] > now
             if allowed is not None:

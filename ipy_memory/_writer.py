@@ -209,8 +209,7 @@ class BatchWriter:
         latest: dict[tuple[str, str], float | None] = {}
         for p in preps:
             if p.replace is None:
-                ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
-                expires = None if ttl is None else self.now + ttl
+                expires = self._expiry(p)
                 key = (p.space, p.hash)
                 latest[key] = later(latest[key], expires) if key in latest else expires
         return latest
@@ -218,13 +217,14 @@ class BatchWriter:
     def _refresh(self, doc_id: str, space: str, was: float | None, expires: float | None) -> float | None:
         """A memory remembered again lives at least as long as the new copy would have (never
         shorter, `later`): the expiry it now has."""
-        if later(was, expires) == was:
+        kept = later(was, expires)
+        if kept == was:
             return was
         self.db.execute("UPDATE documents SET expires_at = ? WHERE id = ?", (expires, doc_id))
         self.db.execute("INSERT INTO changes (op, node_key, space) SELECT 'expiry', key, ? FROM nodes "
                         "WHERE document_id = ?", (space, doc_id))
         _dreamed.outlived(self.db, doc_id, expires)
-        return later(was, expires)
+        return kept
 
     def _replacing(self, p: Prepared) -> float | None:
         """Fills in what a replacement's caller left out (None) from the memory it replaces: scope,
@@ -248,6 +248,10 @@ class BatchWriter:
             p.metadata_json = metadata
         if p.keep_expiry and same:
             return expires
+        return self._expiry(p)
+
+    def _expiry(self, p: Prepared) -> float | None:
+        """The expiry `p` asks for: its ttl, else its scope's default, from now (None: never)."""
         ttl = p.ttl if p.ttl is not None else self.e.settings.ttl_for(p.scope)
         return None if ttl is None else self.now + ttl
 

@@ -318,9 +318,9 @@ class AutoRecall:
         # nor are system / developer prompts (instructions, sent again every turn)
         own = [m for m in messages if "role" in m and m["role"] not in ("system", "developer")
                and not is_recall_message(m)]
-        if not self._captured.new(session_id, own)[0]:        # the turns stored before are not stored again
-            return None
         if background or (self._inflight is not None and self._inflight.is_alive()):
+            if not self._captured.new(session_id, own)[0]:    # the turns stored before are not queued again
+                return None
             # an abandoned recall may still be reading the engine's indexes: the background
             # writer has its own, so writing through it cannot race that recall. What is new is
             # worked out there, when the write runs: turns queued before it are stored by then.

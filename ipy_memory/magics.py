@@ -31,7 +31,6 @@ from .models import RememberResult
 __all__ = ["MemoryMagics", "RecallBlock", "current_engine", "load_ipython_extension", "unload_ipython_extension"]
 
 LIFECYCLE = ("dream", "rotate", "compact")       # %memdream, %memrotate, %memcompact when the engine has them
-_STORE_OPTIONS = {"-s", "--scope", "-t", "--title", "--ttl", "--force", "-v", "--expand"}
 
 
 def current_engine(shell=None) -> MemoryEngine:
@@ -297,7 +296,7 @@ class MemoryMagics(Magics):
         """
         args, name = self._parse(self.store, line, "%%store")
         name = store_name(name) or None      # %%store "my notes" names it my notes
-        if name and (late := misplaced_option(name, _STORE_OPTIONS)):
+        if name and (late := misplaced_option(name, self.store.parser._option_string_actions)):
             raise UsageError(f"{late!r} after NAME would be part of the name: put options first, %%store [options] NAME")
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():

@@ -238,9 +238,8 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     if spec is None or not spec.available(engine):
         names = ", ".join(prefix + t.name for t in available_tools(engine))
         return _error(shown, f"unknown tool {shown}; available: {names}", "UnknownTool")
-    method = spec.calls or spec.requires          # (a user's own tool may name none)
-    if method is not None and not callable(getattr(engine, method, None)):
-        raise InvalidArgument(f"engine must be a MemoryEngine (it has no {method}()), not {type(engine).__name__}")
+    if spec.calls is not None and not callable(getattr(engine, spec.calls, None)):   # (a user's own tool names none)
+        raise InvalidArgument(f"engine must be a MemoryEngine (it has no {spec.calls}()), not {type(engine).__name__}")
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}

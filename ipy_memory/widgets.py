@@ -71,8 +71,9 @@ def _made_by(origin):
     if engine is not None and not getattr(engine, "_closed", False):
         return engine
     magics = _magics()[1]
-    if magics is not None and magics.engine.data_dir == origin.data_dir:
-        return magics.engine
+    kernels = magics.engine if magics is not None else None
+    if kernels is not None and kernels.data_dir == origin.data_dir:
+        return kernels
     raise StorageError(f"the engine these results came from ({origin.data_dir}) is closed, or not known to "
                        "this copy of them: open a new view on an open engine, e.g. RecallBrowser(engine)")
 
