@@ -294,9 +294,9 @@ class MemoryMagics(Magics):
         scope: -s moves it) instead of adding one; options go before NAME. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
         in another notebook stores a memory of its own, and the line printed names the one left alone.
         """
-        args, name = self._parse(self.store, line, "%%store")
-        name = store_name(name) or None      # %%store "my notes" names it my notes
-        if name and (late := misplaced_option(name, self.store.parser._option_string_actions)):
+        args, typed = self._parse(self.store, line, "%%store")
+        name = store_name(typed) or None      # %%store "my notes" names it my notes
+        if name == typed.strip() and (late := misplaced_option(name, self.store.parser._option_string_actions)):
             raise UsageError(f"{late!r} after NAME would be part of the name: put options first, %%store [options] NAME")
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():

@@ -190,8 +190,8 @@ class Store:
             side = self.path.with_name(name)
             try:
                 st = os.stat(side)
-                if st.st_uid == os.geteuid() and st.st_mode & 0o600 != mode:
-                    os.chmod(side, mode)
+                if st.st_uid == os.geteuid() and mode & 0o200 and st.st_mode & 0o600 != mode:
+                    os.chmod(side, mode)          # (only ever back to writable: a 0444 database's stay as they are)
             except OSError:
                 pass          # none there, or not ours: SQLite says what it cannot open
 

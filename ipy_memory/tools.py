@@ -258,6 +258,8 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
         result = spec.handler(engine, args, metadata)
     except IpyMemoryError as exc:
         return _error(shown, f"{type(exc).__name__}: {exc}", type(exc).__name__)
+    if not isinstance(result, ToolResult):       # (a user's own tool)
+        raise InvalidArgument(f"tool {shown}'s handler must return a ToolResult, not {type(result).__name__}")
     result.name = shown
     return result
 

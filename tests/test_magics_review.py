@@ -404,3 +404,8 @@ def test_a_shown_result_stays_live_once_the_kernels_engine_reopened_on_its_store
     current_engine(kernel)
     gc.collect()
     assert result.origin.engine is None and shown_view(kernel, result) is not None
+
+
+def test_a_quoted_store_name_may_hold_an_option_like_word(ip):
+    r = ip.run_cell_magic("store", '"pros -v cons"', "a table of the pros and cons of the migration")
+    assert current_engine().get(r.id).metadata["name"] == "pros -v cons"

@@ -78,3 +78,14 @@ def test_a_failed_background_capture_is_a_background_error(tmp_path, caplog):
         stats = m.background_stats()
         assert stats["errors"] == 1 and stats["written"] == 0 and "importance" in stats["last_error"]
         assert auto.stats()["capture_errors"] == 1
+
+
+def test_a_users_tool_that_returns_no_tool_result_is_the_callers_error(tmp_path):
+    from ipy_memory import InvalidArgument
+    register(ToolSpec("test_bad", "Bad", "Returns a dict.", {}, lambda engine, a, meta: {"text": "hi"}))
+    try:
+        with MemoryEngine(tmp_path, project="p") as mem:
+            with pytest.raises(InvalidArgument, match="must return a ToolResult"):
+                call_tool("test_bad", {}, engine=mem)
+    finally:
+        TOOLS.pop("test_bad", None)
