@@ -291,8 +291,9 @@ class MemoryMagics(Magics):
             Use the conda env `ds`; data lives in s3://bucket/raw.
 
         With NAME, re-running the cell replaces the memory this notebook stored under that name (in any
-        scope: -s moves it) instead of adding one; options go before NAME. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME
-        in another notebook stores a memory of its own, and the line printed names the one left alone.
+        scope: -s moves it) instead of adding one; options go before NAME. Names are per notebook (as the
+        front end reports it: VS Code, Jupyter): the same NAME in another notebook stores a memory of its
+        own, and the line printed names the one left alone.
         """
         args, typed = self._parse(self.store, line, "%%store")
         name = store_name(typed) or None      # %%store "my notes" names it my notes
