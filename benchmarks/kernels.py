@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import numpy as np  # noqa: E402
 
 from _synth import Corpus  # noqa: E402
-from ipy_memory import _kernels, _text, _topk  # noqa: E402
+from ipy_memory import _kernels, _text, _topk, _wordkernels  # noqa: E402
 from ipy_memory._columns import Column  # noqa: E402
 from ipy_memory._native import exact_cosine  # noqa: E402
 
@@ -248,7 +248,7 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
     words = list(dict.fromkeys(w for ws in per_text for w in ws))
     entries = {w: _text.index_word(w) for w in words}      # every word cached, as in a store that has seen them
     slots = 1 << max(len(entries) * 2, 2).bit_length()
-    table = np.zeros(1 + _kernels.WORD_SLOT * slots, np.uint64)    # (the compiled one's cache)
+    table = np.zeros(1 + _wordkernels.WORD_SLOT * slots, np.uint64)    # (the compiled one's cache)
     index_batch(k.index_batch, [tuple(entries)], table, entries.__getitem__)
     batches = [per_text[i:i + 1000] for i in range(0, len(per_text), 1000)]
     regexes = _text.cue_patterns()
@@ -265,12 +265,12 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
         ("answer cues of ASCII text (ascii_cues / regexes)", k.ascii_cues, lambda x: _text._flags(x, regexes),
          ascii_texts, 1),
         ("BLAKE2b-64 of 'w|' + word (blake2b64 / hashlib)", lambda w: k.blake2b64("w|" + w),
-         lambda w: _kernels.blake2b64_python("w|" + w), words, 1),
+         lambda w: _wordkernels.blake2b64_python("w|" + w), words, 1),
         ("a new word's 3-5-gram hashes (gram_hashes / Python)", lambda w: k.gram_hashes(f"<{w}>", {}, (3, 4, 5)),
-         lambda w: _kernels.gram_hashes_python(f"<{w}>", {}, (3, 4, 5)), words, 1),
+         lambda w: _wordkernels.gram_hashes_python(f"<{w}>", {}, (3, 4, 5)), words, 1),
         ("a text's terms from cached words, in batches of 1,000 texts (index_batch / Python)",
          lambda b: index_batch(k.index_batch, b, table, None),
-         lambda b: index_batch(_kernels.index_batch_python, b, entries, None), batches, len(per_text) / len(batches)),
+         lambda b: index_batch(_wordkernels.index_batch_python, b, entries, None), batches, len(per_text) / len(batches)),
         ("a batch's document rows as JSON, in batches of 1,000 (rows_json / json's encoder)", k.rows_json, encode,
          doc_batches, len(docs) / len(doc_batches)),
     ]:
@@ -284,7 +284,7 @@ def text_rows(n: int, repeat: int) -> list[tuple[str, float, float, float]]:
 def index_batch(kernel, per_text: list, cache, miss) -> int:
     """kernel (either twin of index_batch) over per_text, into arrays with room for every word."""
     total = sum(map(len, per_text))
-    known = _kernels.word_table_room({} if kernel is _kernels.index_batch_python else _kernels.word_table(16), total)
+    known = _wordkernels.word_table_room({} if kernel is _wordkernels.index_batch_python else _wordkernels.word_table(16), total)
     return kernel(per_text, cache, miss, {}, known, np.empty(total, np.int64), np.empty(total, np.int32),
                   np.empty(len(per_text), np.int64))
 

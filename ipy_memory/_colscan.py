@@ -40,7 +40,7 @@ import threading
 import numpy as np
 
 from . import _kernels, _pages
-from ._npz import DamagedSnapshot, PieceChecks
+from ._snapchecks import DamagedSnapshot, PieceChecks
 from ._threads import Pieces, Worker
 from ._topk import largest
 

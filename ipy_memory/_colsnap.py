@@ -3,7 +3,7 @@
 A snapshot of a space that its queries may scan by columns (_colscan) holds those columns, a
 member per block (`colblock.0`, ...), with a CRC per column of a block, and a CRC per group of
 `ROW_GROUP` float16 rows. A new process's first sparse query then reads only its own columns and
-the rows it rescores, each piece checked as it is first read (_npz.PieceChecks), and answers
+the rows it rescores, each piece checked as it is first read (_snapchecks.PieceChecks), and answers
 before the snapshot's rows are checked whole (117 MB at 100k memories: that check goes on after
 it, on the scan thread). Any read of the rows that the piece checks do not follow (an exact scan
 of them all, a renumbering) makes a recall wait for the whole check again (`_uncover`).
@@ -20,7 +20,7 @@ import numpy as np
 from . import _colscan, _kernels
 from ._colscan import ColumnScan
 from ._log import log
-from ._npz import LaterChecks, PieceChecks, chunk_crcs, piece_count
+from ._snapchecks import LaterChecks, PieceChecks, chunk_crcs, piece_count
 from ._topk import isin, unique
 
 ROW_GROUP = 16             # float16 rows per CRC (12 kB at 384 dims)
@@ -44,7 +44,7 @@ class VectorSnapshot:
     """VectorShard's snapshot: its rows, and its columns and row checks (see the module)."""
 
     row_checks: PieceChecks | None = None    # of the snapshot's rows while their whole check is pending
-    scanned = None                    # that whole check's RowChecks (_npz), set by the loader
+    scanned = None                    # that whole check's RowChecks (_snapchecks), set by the loader
 
     def arrays(self, lazy: bool = False) -> dict:
         """The live rows as held in memory: float16 for the hottest tier, int8 for the colder ones;

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels, _npz, _pages
+from . import _kernels, _pages, _snapchecks
 
 _Run = tuple[np.ndarray, np.ndarray, np.ndarray]     # term hashes (sorted), slots, tfs
 
@@ -42,7 +42,7 @@ def posting_crcs(slots: np.ndarray, tfs: np.ndarray, pieces: np.ndarray) -> np.n
     for half, values in ((0, slots), (1, tfs)):
         at = np.flatnonzero(pieces % 2 == half)
         if len(at):
-            out[at] = _npz.chunk_crcs(values, len(values), pieces[at] // 2, CHUNK)
+            out[at] = _snapchecks.chunk_crcs(values, len(values), pieces[at] // 2, CHUNK)
     return out
 
 
@@ -54,7 +54,7 @@ class Postings:
         self.tfs = _EMPTY_F
         self.runs: list[_Run] = []                # newer postings, oldest run first
         # a snapshot's base not checked whole yet: each chunk a lookup reads is checked first
-        self.checks: _npz.PieceChecks | None = None
+        self.checks: _snapchecks.PieceChecks | None = None
 
     def __bool__(self) -> bool:
         return bool(len(self.hashes) or self.runs)
@@ -99,7 +99,7 @@ class Postings:
         if self.checks is not None:
             self.checks.rest()
             if not self.checks.done.all():
-                raise _npz.DamagedSnapshot(f"{self.checks.path}: postings fail their CRC check")
+                raise _snapchecks.DamagedSnapshot(f"{self.checks.path}: postings fail their CRC check")
         merged = _merge([(np.repeat(self.hashes, np.diff(self.offsets)), self.slots, self.tfs)] + self.runs)
         if dead is not None and dead.any():
             keep = ~dead[merged[1]]
@@ -108,10 +108,10 @@ class Postings:
         starts = np.flatnonzero(np.r_[True, h[1:] != h[:-1]]) if len(h) else np.zeros(0, np.int64)
         slots, tfs = merged[1].astype(np.int32, copy=False), merged[2].astype(np.float32, copy=False)
         return {"h": h[starts], "off": np.append(starts, len(h)).astype(np.int64), "slots": slots, "tfs": tfs,
-                "crc": posting_crcs(slots, tfs, np.arange(2 * _npz.piece_count(len(slots), CHUNK)))}
+                "crc": posting_crcs(slots, tfs, np.arange(2 * _snapchecks.piece_count(len(slots), CHUNK)))}
 
     @classmethod
-    def from_arrays(cls, h, off, slots, tfs, crc=None, path=None, checks: _npz.LaterChecks | None = None,
+    def from_arrays(cls, h, off, slots, tfs, crc=None, path=None, checks: _snapchecks.LaterChecks | None = None,
                     name: str = "postings") -> "Postings":
         """Postings of `arrays()`. With `checks`, slots and tfs have not been checked as they loaded:
         each chunk is checked as a lookup first reads it, the rest once a recall has answered."""
@@ -119,11 +119,11 @@ class Postings:
         p.hashes, p.offsets = h.astype(np.int64, copy=False), off.astype(np.int64, copy=False)
         p.slots, p.tfs = slots.astype(np.int32, copy=False), tfs.astype(np.float32, copy=False)
         if (len(p.offsets) != len(p.hashes) + 1 or len(p.slots) != len(p.tfs) or int(p.offsets[-1]) != len(p.slots)
-                or (crc is not None and (crc.dtype != np.uint32 or crc.shape != (2 * _npz.piece_count(len(p.slots), CHUNK),)))):
+                or (crc is not None and (crc.dtype != np.uint32 or crc.shape != (2 * _snapchecks.piece_count(len(p.slots), CHUNK),)))):
             raise ValueError("postings of inconsistent lengths")
         if checks is not None:
             slots, tfs = p.slots, p.tfs
-            p.checks = _npz.PieceChecks(crc, lambda pieces: posting_crcs(slots, tfs, pieces), path, name, checks)
+            p.checks = _snapchecks.PieceChecks(crc, lambda pieces: posting_crcs(slots, tfs, pieces), path, name, checks)
             checks.watch(p.checks, lambda: setattr(p, "checks", None))
         return p
 

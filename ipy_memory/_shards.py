@@ -22,7 +22,8 @@ import numpy as np
 
 from ._digests import sha1
 from ._log import log
-from ._npz import DamagedSnapshot, LaterChecks, load_npz, remove_stale_temps, replace_npz
+from ._npz import load_npz, remove_stale_temps, replace_npz
+from ._snapchecks import DamagedSnapshot, LaterChecks
 from ._sync import VECTOR_ROWS, SyncMixin
 from .config import Settings
 from .lexical import LexicalShard, NodeRow
@@ -31,7 +32,7 @@ from .vectors import VectorShard
 
 
 SNAPSHOT_MIN_NODES = 256       # rebuilding from SQLite re-tokenises ~5k nodes/s; a snapshot loads in ms
-_DAMAGED = (OSError, ValueError, KeyError, EOFError)        # _npz.DamagedSnapshot is a ValueError
+_DAMAGED = (OSError, ValueError, KeyError, EOFError)        # _snapchecks.DamagedSnapshot is a ValueError
 _SUFFIXES = (".lex.npz", ".vec.npz", ".usearch", ".usearch.orphans.npy")
 
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import snowballstemmer
 
-from . import _kernels
+from . import _kernels, _wordkernels
 from ._digests import sha256
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -223,7 +223,7 @@ def expandable(word: str) -> bool:
 @lru_cache(maxsize=_WORD_CACHE)
 def term_hash(term: str) -> int:
     """A 63-bit hash that is the same in every process (Python's hash() is salted per process)."""
-    return _kernels.blake2b64(term) >> 1
+    return _wordkernels.blake2b64(term) >> 1
 
 
 @lru_cache(maxsize=None)

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _kernels, _lexscore, _lexupdate, _text
+from . import _lexscore, _lexupdate, _text, _wordkernels
 from ._columns import AscendingKeys, Column
 from ._postings import Postings
 from ._topk import unique
@@ -86,7 +86,7 @@ class LexicalShard:
         self._vocab_saved: tuple | None = None         # a snapshot's vocabulary, merged in at first use
         # terms _vocab is known to hold (it only gains words), probed before it: a word table slot is
         # one cache miss, a dict lookup a Python int and two (~3 us a memory of a bulk insert)
-        self._vocab_known = _kernels.word_table(16)
+        self._vocab_known = _wordkernels.word_table(16)
         # removed slots and retired document slots whose postings are still held (a snapshot leaves
         # them out): a term's document frequency must not count them (see `gone`)
         self._gone: list[int] = []
@@ -355,12 +355,12 @@ class LexicalShard:
 # word holding its key and entry side by side, a third of a dict's cache misses and ~70% of its
 # memory), a dict where the extension is not built. Grown by doubling; past 2^19 words it starts afresh.
 _WORD_SLOTS_MAX = 1 << 20
-_word_table = _kernels.word_table()
+_word_table = _wordkernels.word_table()
 
 
 def _word_cache(more: int) -> np.ndarray | dict:
     global _word_table
-    _word_table = _kernels.word_table_room(_word_table, more, _WORD_SLOTS_MAX)
+    _word_table = _wordkernels.word_table_room(_word_table, more, _WORD_SLOTS_MAX)
     return _word_table
 
 
@@ -372,14 +372,14 @@ def index_batch(per_text: list[tuple[str, ...]], vocab: dict, known) -> tuple[np
     Counter per word."""
     total = sum(map(len, per_text))
     terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
-    known = _kernels.word_table_room(known, total)
-    n = _kernels.index_batch(per_text, _word_cache(total), _text.index_word, vocab, known, terms, counts, distinct)
+    known = _wordkernels.word_table_room(known, total)
+    n = _wordkernels.index_batch(per_text, _word_cache(total), _text.index_word, vocab, known, terms, counts, distinct)
     return terms[:n], counts[:n], distinct, known
 
 
 def index_terms(words, vocab: dict) -> tuple[list[int], list[int]]:
     """index_batch of one text: its distinct term hashes and their counts, as lists."""
-    terms, counts, _, _ = index_batch([tuple(words)], vocab, _kernels.word_table(16))
+    terms, counts, _, _ = index_batch([tuple(words)], vocab, _wordkernels.word_table(16))
     return terms.tolist(), counts.tolist()
 
 

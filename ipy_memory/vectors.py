@@ -45,7 +45,7 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
     def __init__(self, dim: int, settings: Settings, *, graph: bool = True, fetch=None):
         self.dim, self.s, self.graph_allowed = dim, settings, graph
         self.fetch = fetch
-        self.scanned = None          # the snapshot rows' check, for an exact scan of them (_npz.RowChecks)
+        self.scanned = None          # the snapshot rows' check, for an exact scan of them (_snapchecks.RowChecks)
         self.low = _LowTier(dim)
         self.keys = Column(np.int64)
         self.mat = Column(np.float16, width=dim)

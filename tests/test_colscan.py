@@ -389,7 +389,7 @@ def test_a_loaded_scan_checks_the_columns_it_reads_in_the_same_pass(monkeypatch,
     """Columns mapped from a snapshot (ColumnScan.loaded): a scan computes the CRCs of those it reads
     that are not checked yet as it reads them (a block with any is one part, also on two threads),
     confirms them before its bounds are used, and never checks a column it did not read."""
-    from ipy_memory import _npz
+    from ipy_memory import _snapchecks
     from ipy_memory._colsnap import column_crcs
     rng = np.random.default_rng(11)
     mat = sparse_unit(rng, 3000).astype(np.float16)
@@ -400,8 +400,8 @@ def test_a_loaded_scan_checks_the_columns_it_reads_in_the_same_pass(monkeypatch,
 
     def loaded():
         computed = []
-        pieces = _npz.PieceChecks(crcs, lambda p: computed.append(p) or column_crcs(blocks, p), tmp_path / "s.npz",
-                                  "cols", _npz.LaterChecks())
+        pieces = _snapchecks.PieceChecks(crcs, lambda p: computed.append(p) or column_crcs(blocks, p), tmp_path / "s.npz",
+                                  "cols", _snapchecks.LaterChecks())
         return _colscan.ColumnScan.loaded(blocks, scales, pieces), pieces, computed
 
     plain = build(mat, 64)
@@ -422,6 +422,6 @@ def test_a_loaded_scan_checks_the_columns_it_reads_in_the_same_pass(monkeypatch,
     q[[3, 21]] = 1.0
     scan.upper(q, np.flatnonzero(q))                         # a query that does not read it answers
     q[20] = 1.0
-    with pytest.raises(_npz.DamagedSnapshot, match="piece 84 of cols"):
+    with pytest.raises(_snapchecks.DamagedSnapshot, match="piece 84 of cols"):
         scan.upper(q, np.flatnonzero(q))
     assert pieces.checks.damaged and not pieces.done[84] and pieces.done[20] and pieces.done[2 * 64 + 20]

@@ -1,4 +1,4 @@
-"""A vector snapshot's int8 columns and its CRCs by piece (ColumnsMixin, _npz.PieceChecks): saved,
+"""A vector snapshot's int8 columns and its CRCs by piece (ColumnsMixin, _snapchecks.PieceChecks): saved,
 used by a new process's first sparse query without a build, checked piece by piece as they are
 read, and the snapshot's rows checked whole after the recall has answered."""
 
@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from ipy_memory import MemoryEngine, Settings, _colscan, _colsnap, _crc, _npz
+from ipy_memory import MemoryEngine, Settings, _colscan, _colsnap, _crc, _npz, _snapchecks
 from ipy_memory.vectors import VectorShard
 
 HYBRID = Settings(vector_weight_hash=0.5)
@@ -74,7 +74,7 @@ def test_the_columns_are_saved_with_their_crcs_and_used_without_a_build(store, m
     assert np.array_equal(data["cols.scale"], want_scale) and len(hot) == len(TEXTS) - 1
     assert sum(b.shape[1] for b in blocks) == len(hot) and max(b.shape[1] for b in blocks) <= 256
     assert np.array_equal(data["cols.crc"], _colsnap.column_crcs(blocks, np.arange(len(data["cols.crc"]))))
-    assert np.array_equal(data["hot.crc"], _npz.chunk_crcs(hot, len(hot), np.arange(len(data["hot.crc"])), _colsnap.ROW_GROUP))
+    assert np.array_equal(data["hot.crc"], _snapchecks.chunk_crcs(hot, len(hot), np.arange(len(data["hot.crc"])), _colsnap.ROW_GROUP))
     assert len(data["hot.crc"]) == -(-len(hot) // _colsnap.ROW_GROUP)
     no_builds(monkeypatch)
     with MemoryEngine(path, project="p", settings=HYBRID) as mem:
@@ -242,18 +242,18 @@ def test_restore_refuses_columns_of_another_shape(store):
 
 
 def test_piece_checks_report_and_raise(tmp_path):
-    checks = _npz.LaterChecks()
+    checks = _snapchecks.LaterChecks()
     blocks = [np.arange(4096, dtype=np.uint8).reshape(16, 256).astype(np.int8)]
     compute = lambda pieces: _colsnap.column_crcs(blocks, pieces)     # noqa: E731
     crcs = compute(np.arange(16))
     crcs[5] ^= 1
-    pieces = _npz.PieceChecks(crcs, compute, tmp_path / "x.npz", "cols", checks)
+    pieces = _snapchecks.PieceChecks(crcs, compute, tmp_path / "x.npz", "cols", checks)
     pieces.ensure(np.array([1, 2, 2, 7]))
     assert list(np.flatnonzero(pieces.done)) == [1, 2, 7] and not checks.damaged
-    with pytest.raises(_npz.DamagedSnapshot, match="piece 5 of cols"):
+    with pytest.raises(_snapchecks.DamagedSnapshot, match="piece 5 of cols"):
         pieces.ensure(np.array([3, 5]))
     assert [p for p, _ in checks.damaged] == [tmp_path / "x.npz"] and not pieces.done[3]
-    with pytest.raises(_npz.DamagedSnapshot):
+    with pytest.raises(_snapchecks.DamagedSnapshot):
         pieces.ensure(np.array([5]))                               # found again (another part of a scan)
     assert len(checks.damaged) == 1                                # one file, reported once
     assert checks.failed() and not checks.damaged

@@ -73,14 +73,14 @@ def test_pages_keep_numpys_allocator_where_numpy_gives_no_advice(monkeypatch):
 
 @pytest.mark.skipif(_pages.MAPPED_FROM is None, reason="numpy advises huge pages on Linux only")
 def test_the_index_buffers_come_from_private_mappings():
-    from ipy_memory import _kernels, _postings
+    from ipy_memory import _kernels, _postings, _wordkernels
     from ipy_memory._colscan import BLOCK, ColumnScan
     col = Column(np.float16, width=384)
     for _ in range(8):
         col.extend(np.ones((1000, 384), np.float16))          # 6 MB: past the threshold
     assert isinstance(col._data.base, mmap.mmap) and (col.view == 1).all()
     if _kernels.COMPILED:
-        assert isinstance(_kernels.word_table(1 << 20).base, mmap.mmap)
+        assert isinstance(_wordkernels.word_table(1 << 20).base, mmap.mmap)
     assert all(isinstance(a.base, mmap.mmap) for a in _postings._empty(1 << 20))
     scan = ColumnScan(384)
     scan.append(np.ones((BLOCK // 4, 384), np.float16))

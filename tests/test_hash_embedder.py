@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import _kernels
+from ipy_memory import _wordkernels
 from ipy_memory.embeddings import Embedder, HashEmbedder, get_embedder
 from ipy_memory.errors import EmbeddingError, InvalidArgument
 
@@ -82,12 +82,12 @@ def test_a_full_cache_and_threads_change_no_vector():
 def test_an_interrupted_batch_leaves_no_bad_cache_entry(monkeypatch):
     """An interrupt (a user stopping a long remember_many in a notebook) arrives between bytecodes:
     here right after the new words' features were stored, before the cache names them."""
-    emb, calls, real = HashEmbedder(), [], _kernels.word_features
+    emb, calls, real = HashEmbedder(), [], _wordkernels.word_features
 
     def interrupted(*args):
         calls.append(real(*args))
         raise KeyboardInterrupt
-    monkeypatch.setattr(_kernels, "word_features", interrupted)
+    monkeypatch.setattr(_wordkernels, "word_features", interrupted)
     with pytest.raises(KeyboardInterrupt):
         emb.embed(TEXTS)
     assert calls and calls[0] > 0 and not emb._words

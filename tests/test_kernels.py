@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import _kernels, _text
+from ipy_memory import _kernels, _text, _wordkernels
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
 
@@ -488,9 +488,9 @@ def test_hash_rows_refuse_inconsistent_arrays():
 def _word_cache_for(kernel, entries: dict | None = None):
     """The cache each twin of index_batch takes: a word table for the compiled one, a dict for
     the Python twin; holding `entries` (stored through the kernel itself, from a miss function)."""
-    if kernel is _kernels.index_batch_python:
+    if kernel is _wordkernels.index_batch_python:
         return dict(entries or {})
-    table = _kernels.word_table(64)
+    table = _wordkernels.word_table(64)
     if entries:
         _batch(kernel, [tuple(entries)], table, entries.__getitem__, {})
     return table
@@ -502,7 +502,7 @@ def _batch(kernel, per_text, cache, miss, vocab, known=None):
     total = sum(map(len, per_text))
     terms, counts, distinct = np.empty(total, np.int64), np.empty(total, np.int32), np.empty(len(per_text), np.int64)
     if known is None:
-        known = {} if kernel is _kernels.index_batch_python else _kernels.word_table(1024)
+        known = {} if kernel is _wordkernels.index_batch_python else _wordkernels.word_table(1024)
     n = kernel(per_text, cache, miss, vocab, known, terms, counts, distinct)
     assert n == distinct.sum()
     ends = np.cumsum(distinct)
@@ -526,7 +526,7 @@ def test_index_terms_match_the_python_twin(words, known):
         calls.append(word)
         return entry(word)
     runs = []
-    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
+    for f in (_kernels._speedups.index_batch, _wordkernels.index_batch_python):
         cache = _word_cache_for(f, {w: entry(w) for w in known})
         vocab, calls = {3: "preset"}, []
         out = _one(f, tuple(words), cache, lambda w: miss(w, calls), vocab)
@@ -545,7 +545,7 @@ def test_index_terms_match_the_python_twin(words, known):
                                 st.text(alphabet="光ぁ한぀ヿ䶿鿿가﫿", min_size=1, max_size=2),
                                 st.text(alphabet="ab9é٣　ﾟ", min_size=1, max_size=4)), max_size=20))
 def test_index_terms_give_cjk_grams_and_numbers_index_words_entry_without_a_call(words):
-    kernels = [_kernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
+    kernels = [_wordkernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
     for f in kernels:
         cache, calls = {}, []
         got = _one(f, tuple(words), _word_cache_for(f), lambda w: calls.append(w) or _text.index_word(w), {})
@@ -566,7 +566,7 @@ def test_a_batch_gives_each_text_what_it_gives_alone(texts, known):
     def entry(word):
         return (sum(map(ord, word)) % 5) << 1 | word.isalpha()
     runs = []
-    kernels = [_kernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
+    kernels = [_wordkernels.index_batch_python] + ([_kernels._speedups.index_batch] if _kernels.COMPILED else [])
     for f in kernels:
         for together in (True, False):
             cache = _word_cache_for(f, {w: entry(w) for w in known})
@@ -585,7 +585,7 @@ def test_a_batch_gives_each_text_what_it_gives_alone(texts, known):
 
 @compiled
 def test_index_terms_offer_the_first_expandable_word_of_a_term():
-    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
+    for f in (_kernels._speedups.index_batch, _wordkernels.index_batch_python):
         vocab = {}
         entries = {"kelps": 9 << 1 | 1, "kelp": 9 << 1 | 1, "net": 4 << 1 | 1}
         cache = _word_cache_for(f, entries)
@@ -601,7 +601,7 @@ def test_terms_known_to_be_in_the_vocabulary_are_not_looked_up_there():
     """`known` holds terms vocab holds: they are not offered again (a stand-in vocab shows it), and
     every term offered is added to it."""
     entries = {"kelps": 9 << 1 | 1, "net": 4 << 1 | 1, "tide": 6 << 1}
-    for f in (_kernels._speedups.index_batch, _kernels.index_batch_python):
+    for f in (_kernels._speedups.index_batch, _wordkernels.index_batch_python):
         known = _word_cache_for(f)
         _batch(f, [("kelps",)], _word_cache_for(f, entries), None, {9: "kelp"}, known)      # 9 is known now
         vocab = {}
@@ -611,10 +611,10 @@ def test_terms_known_to_be_in_the_vocabulary_are_not_looked_up_there():
         if isinstance(known, dict):
             assert set(known) == {9, 4}
         else:
-            keys = known[1::_kernels.WORD_SLOT]
+            keys = known[1::_wordkernels.WORD_SLOT]
             assert known[0] == 2 and sorted(keys[keys != 0].tolist()) == [4 | 1 << 63, 9 | 1 << 63]
     with pytest.raises(ValueError):
-        table = _kernels.word_table(16)
+        table = _wordkernels.word_table(16)
         _batch(_kernels._speedups.index_batch, [("kelp",)], table, lambda w: 3, {}, table)  # not the word table
 
 
@@ -623,7 +623,7 @@ def test_index_terms_errors_reach_the_caller():
     f = _kernels._speedups.index_batch
 
     def table():
-        return _kernels.word_table(16)
+        return _wordkernels.word_table(16)
     with pytest.raises(TypeError):
         _one(f, ("kelp",), table(), lambda w: (5, True), {})      # an entry that is not term * 2 + expandable
     with pytest.raises(TypeError):
@@ -663,12 +663,12 @@ def test_word_tables_keep_words_apart_fill_to_three_quarters_and_move():
     f, move = _kernels._speedups.index_batch, _kernels._speedups.word_table_move
     words = [f"w{i}" for i in range(40)] + ["é", "ωω", "\U0001f600", "e\u0301", "ab" * 9]   # every kind and length
     entry = {w: i << 1 for i, w in enumerate(words)}
-    small = _kernels.word_table(16)
+    small = _wordkernels.word_table(16)
     got = _one(f, tuple(words), small, entry.__getitem__, {})
     assert got == ([i for i in range(len(words))], [1] * len(words))
-    slot = _kernels.WORD_SLOT                                              # (key, check, entry)
+    slot = _wordkernels.WORD_SLOT                                              # (key, check, entry)
     assert small[0] == 12 and np.count_nonzero(small[1::slot]) == 12       # stops storing at 3/4 full
-    big = _kernels.word_table(128)
+    big = _wordkernels.word_table(128)
     move(small, big)
     assert big[0] == 12 and (sorted(big[3::slot][big[1::slot] != 0].tolist())
                              == sorted(small[3::slot][small[1::slot] != 0].tolist()))
@@ -689,14 +689,14 @@ def test_the_lexical_word_cache_grows_and_starts_afresh(monkeypatch):
         lexical.index_terms([f"word{i}" for i in range(40)], {})
         assert len(lexical._word_cache(0)) == 0                           # past half of the most: cleared
         return
-    monkeypatch.setattr(lexical, "_word_table", _kernels.word_table(16))
+    monkeypatch.setattr(lexical, "_word_table", _wordkernels.word_table(16))
     monkeypatch.setattr(lexical, "_WORD_SLOTS_MAX", 64)
     for i in range(0, 40, 4):
         words = [f"word{j}" for j in range(i, i + 4)]
         assert lexical.index_terms(words, {}) == ([_text.index_word(w) >> 1 for w in words], [1] * 4)
     table = lexical._word_cache(0)
     # grown to the most, afresh when a batch would take it past 32 words: the last two batches' 8 words
-    assert len(table) == 1 + _kernels.WORD_SLOT * 64 and table[0] == 8
+    assert len(table) == 1 + _wordkernels.WORD_SLOT * 64 and table[0] == 8
     assert lexical.index_terms(["word1"], {}) == ([_text.index_word("word1") >> 1], [1])
 
 
@@ -704,7 +704,7 @@ def test_the_lexical_word_cache_grows_and_starts_afresh(monkeypatch):
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(max_size=300))
 def test_blake2b64_equals_hashlib(text):
-    assert _kernels._speedups.blake2b64(text) == _kernels.blake2b64_python(text)
+    assert _kernels._speedups.blake2b64(text) == _wordkernels.blake2b64_python(text)
 
 
 @compiled
@@ -712,11 +712,11 @@ def test_blake2b64_at_block_edges_and_on_bad_input():
     f = _kernels._speedups.blake2b64
     for n in (0, 1, 63, 64, 127, 128, 129, 255, 256, 257, 1000, 4096):
         for text in ("a" * n, "é" * n, "\U0001f600" * n):
-            assert f(text) == _kernels.blake2b64_python(text), (n, text[:1])
+            assert f(text) == _wordkernels.blake2b64_python(text), (n, text[:1])
     with pytest.raises(UnicodeEncodeError):
         f("lone \ud800 surrogate")
     with pytest.raises(UnicodeEncodeError):
-        _kernels.blake2b64_python("lone \ud800 surrogate")
+        _wordkernels.blake2b64_python("lone \ud800 surrogate")
     with pytest.raises(TypeError):
         f(b"bytes")
 
@@ -729,13 +729,13 @@ def test_gram_hashes_match_the_python_twin(words, sizes):
     got, want = {}, {}
     for w in words:            # a shared cache, as the embedder keeps one: later words reuse grams
         marked = f"<{w}>"
-        assert _kernels._speedups.gram_hashes(marked, got, sizes) == _kernels.gram_hashes_python(marked, want, sizes)
+        assert _kernels._speedups.gram_hashes(marked, got, sizes) == _wordkernels.gram_hashes_python(marked, want, sizes)
     assert got == want
 
 
 @compiled
 def test_gram_hashes_refuse_bad_sizes_in_both_twins():
-    for f in (_kernels._speedups.gram_hashes, _kernels.gram_hashes_python):
+    for f in (_kernels._speedups.gram_hashes, _wordkernels.gram_hashes_python):
         with pytest.raises(ValueError):
             f("<word>", {}, (3, 0))
         with pytest.raises(TypeError):
@@ -813,8 +813,8 @@ def test_word_ids_match_the_twin(per_text, data):
     entries = {w: i for i, w in enumerate(sorted(known))}
     total, first_new = sum(map(len, per_text)), len(entries)
     runs = []
-    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(_kernels.word_table(16), 200)),
-                          (_kernels.word_ids_python, {})):
+    for kernel, cache in ((_kernels._speedups.word_ids, _wordkernels.word_table_room(_wordkernels.word_table(16), 200)),
+                          (_wordkernels.word_ids_python, {})):
         if entries:                                                         # the known words, entered first
             kernel([tuple(sorted(known))], cache, 0, np.empty(len(known), np.int64), np.empty(len(known), np.int64))
         ids, distinct = np.full(total, -5, np.int64), np.full(total, -5, np.int64)
@@ -838,8 +838,8 @@ def test_word_ids_match_the_twin_on_a_large_batch():
     per_text = [tuple(pool[j] for j in rng.zipf(1.3, rng.integers(0, 60)) % len(pool)) for _ in range(700)]
     total = sum(map(len, per_text))
     runs = []
-    for kernel, cache in ((_kernels._speedups.word_ids, _kernels.word_table_room(_kernels.word_table(16), total)),
-                          (_kernels.word_ids_python, {})):
+    for kernel, cache in ((_kernels._speedups.word_ids, _wordkernels.word_table_room(_wordkernels.word_table(16), total)),
+                          (_wordkernels.word_ids_python, {})):
         ids, distinct = np.empty(total, np.int64), np.empty(total, np.int64)
         count, new = kernel(per_text, cache, 3, ids, distinct)
         runs.append((count, new, ids.tolist(), distinct[:count].tolist()))
@@ -852,7 +852,7 @@ def test_word_ids_refuse_what_they_cannot_use():
     f, ids = _kernels._speedups.word_ids, np.zeros(2, np.int64)
 
     def table():
-        return _kernels.word_table(16)
+        return _wordkernels.word_table(16)
     with pytest.raises(TypeError):
         f([["a", "b"]], table(), 0, ids, ids.copy())             # a list, not a tuple
     with pytest.raises(TypeError):
@@ -873,27 +873,27 @@ def test_word_ids_refuse_what_they_cannot_use():
 
 
 def test_word_table_room_grows_keeps_words_and_starts_afresh_past_most():
-    table = _kernels.word_table(16)
+    table = _wordkernels.word_table(16)
     if isinstance(table, dict):
         table.update(a=1, b=2)
-        assert _kernels.word_table_room(table, 3) is table and len(table) == 2
-        assert _kernels.word_table_room(table, 40, most=64) == {}
+        assert _wordkernels.word_table_room(table, 3) is table and len(table) == 2
+        assert _wordkernels.word_table_room(table, 40, most=64) == {}
         return
     _kernels._speedups.word_ids([("a", "b", "c")], table, 7, np.empty(3, np.int64), np.empty(3, np.int64))
-    assert _kernels.word_table_room(table, 5) is table                  # 3 + 5 <= 16 / 2
-    grown = _kernels.word_table_room(table, 6)
-    assert len(grown) == 1 + _kernels.WORD_SLOT * 32 and grown[0] == 3
+    assert _wordkernels.word_table_room(table, 5) is table                  # 3 + 5 <= 16 / 2
+    grown = _wordkernels.word_table_room(table, 6)
+    assert len(grown) == 1 + _wordkernels.WORD_SLOT * 32 and grown[0] == 3
     _, new = _kernels._speedups.word_ids([("c", "a", "d")], grown, 10, np.empty(3, np.int64), np.empty(3, np.int64))
     assert new == ["d"]                                                  # the moved words are found
-    assert len(_kernels.word_table_room(grown, 200)) == 1 + _kernels.WORD_SLOT * 512
-    fresh = _kernels.word_table_room(grown, 30, most=32)
-    assert len(fresh) == 1 + _kernels.WORD_SLOT * 64 and fresh[0] == 0  # past most: empty, room for 30
+    assert len(_wordkernels.word_table_room(grown, 200)) == 1 + _wordkernels.WORD_SLOT * 512
+    fresh = _wordkernels.word_table_room(grown, 30, most=32)
+    assert len(fresh) == 1 + _wordkernels.WORD_SLOT * 64 and fresh[0] == 0  # past most: empty, room for 30
 
 
 def _features_by_definition(word: str, grams: dict, sizes: tuple) -> list[int]:
     """The HashEmbedder's features of one word as its docstring defines them."""
-    h = _kernels.blake2b64_python("w|" + word)
-    return [h] if _text.is_cjk(word) else [h, *_kernels.gram_hashes_python(f"<{word}>", grams, sizes)]
+    h = _wordkernels.blake2b64_python("w|" + word)
+    return [h] if _text.is_cjk(word) else [h, *_wordkernels.gram_hashes_python(f"<{word}>", grams, sizes)]
 
 
 _NEW_WORDS = st.lists(st.text(alphabet=st.sampled_from("abzé9_光ぁ한ﾟ\u30ff\u3040\u4dbf\u9fff\uac00\uf900\ufaff\ufb00"),
@@ -905,7 +905,7 @@ _NEW_WORDS = st.lists(st.text(alphabet=st.sampled_from("abzé9_光ぁ한ﾟ\u30f
 def test_word_features_match_their_definition_in_both_twins(words, sizes, dim):
     want = [_features_by_definition(w, {}, sizes) for w in words]
     flat = np.array([f for fs in want for f in fs], np.uint64)
-    kernels = [_kernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
+    kernels = [_wordkernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
     for kernel in kernels:
         room = len(flat) + 3
         hashes, counts = np.zeros(len(words), np.uint64), np.full(len(words), -1, np.int64)
@@ -922,11 +922,11 @@ def test_word_features_match_their_definition_in_both_twins(words, sizes, dim):
 
 
 def _gram_items(marked, n):
-    return [(marked[i:i + n], _kernels.blake2b64_python("c|" + marked[i:i + n])) for i in range(len(marked) - n + 1)]
+    return [(marked[i:i + n], _wordkernels.blake2b64_python("c|" + marked[i:i + n])) for i in range(len(marked) - n + 1)]
 
 
 def test_word_features_refuse_what_they_cannot_use():
-    kernels = [_kernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
+    kernels = [_wordkernels.word_features_python] + ([_kernels._speedups.word_features] if _kernels.COMPILED else [])
     for kernel in kernels:
         h, c = np.zeros(2, np.uint64), np.zeros(2, np.int64)
         slots, signs = np.zeros(40, np.int32), np.zeros(40, np.int8)
@@ -958,7 +958,7 @@ def test_hashing_a_word_keeps_no_utf8_copy_with_it():
     k = _kernels._speedups
     for w in words:
         k.blake2b64(w)
-    _one(k.index_batch, words, _kernels.word_table(16), _text.index_word, {})
+    _one(k.index_batch, words, _wordkernels.word_table(16), _text.index_word, {})
     room = 64
     k.word_features(words, {}, (3,), 384, np.zeros(4, np.uint64), np.zeros(4, np.int64), np.zeros(room, np.int32),
                     np.zeros(room, np.int8))

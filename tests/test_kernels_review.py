@@ -11,16 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ipy_memory import _kernels, _text
+from ipy_memory import _kernels, _text, _wordkernels
 
 compiled = pytest.mark.skipif(not _kernels.COMPILED, reason="IPY_MEMORY_PURE_PYTHON is set")
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _survives(*code: str) -> None:
-    """The code, after `S` (the extension), `K` (_kernels), `T` (_text) and `np` are imported, runs
-    to its end in a fresh interpreter (a crash there fails the test instead of ending the suite)."""
-    prelude = "import numpy as np\nfrom ipy_memory import _speedups as S, _kernels as K, _text as T\n"
+    """The code, after `S` (the extension), `K` (_kernels), `W` (_wordkernels), `T` (_text) and `np`
+    are imported, runs to its end in a fresh interpreter (a crash there fails the test instead of
+    ending the suite)."""
+    prelude = ("import numpy as np\n"
+               "from ipy_memory import _speedups as S, _kernels as K, _text as T, _wordkernels as W\n")
     source = prelude + "".join(map(textwrap.dedent, code)) + "\nprint('done')"
     run = subprocess.run([sys.executable, "-c", source], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip().endswith("done"), (run.returncode, run.stdout, run.stderr)
@@ -41,8 +43,8 @@ def run(kernel, cache, known, per_text, change):
     return n, terms[:n].tolist(), counts[:n].tolist(), distinct.tolist(), calls, vocab
 
 def both(make, change):
-    got = run(S.index_batch, K.word_table(4096), K.word_table(16), make(), change)
-    want = run(K.index_batch_python, {}, {}, make(), change)
+    got = run(S.index_batch, W.word_table(4096), W.word_table(16), make(), change)
+    want = run(W.index_batch_python, {}, {}, make(), change)
     assert got == want, (got, want)
     return got
 """
@@ -84,7 +86,7 @@ def test_word_features_read_the_words_as_given_when_a_gram_key_empties_the_list(
         slots, signs = np.zeros(64, np.int32), np.zeros(64, np.int8)
         n = kernel(words, {Key(): 0}, (2,), 16, hashes, counts, slots, signs)
         return n, hashes.tolist(), counts.tolist(), slots[:n].tolist(), signs[:n].tolist()
-    got, want = run(S.word_features), run(K.word_features_python)
+    got, want = run(S.word_features), run(W.word_features_python)
     assert got == want and got[2] == [4, 4, 4], (got, want)
     """)
 
@@ -156,9 +158,9 @@ def test_words_whose_mixing_hashes_collide_keep_their_own_entries():
     per_text = [(a,), (b,), (b, a)]
     runs = []
     for word_ids, index_batch, cache, known, index_cache in (
-            (_kernels._speedups.word_ids, _kernels._speedups.index_batch, _kernels.word_table(64),
-             _kernels.word_table(64), _kernels.word_table(64)),
-            (_kernels.word_ids_python, _kernels.index_batch_python, {}, {}, {})):
+            (_kernels._speedups.word_ids, _kernels._speedups.index_batch, _wordkernels.word_table(64),
+             _wordkernels.word_table(64), _wordkernels.word_table(64)),
+            (_wordkernels.word_ids_python, _wordkernels.index_batch_python, {}, {}, {})):
         ids, distinct = np.zeros(4, np.int64), np.zeros(4, np.int64)
         count, new = word_ids(per_text, cache, 100, ids, distinct)
         terms, counts, texts, vocab = np.zeros(4, np.int64), np.zeros(4, np.int32), np.zeros(3, np.int64), {}
@@ -171,7 +173,7 @@ def test_words_whose_mixing_hashes_collide_keep_their_own_entries():
 @compiled
 def test_colliding_words_stay_apart_when_a_word_table_moves():
     a, b = _COLLIDING
-    small, big = _kernels.word_table(16), _kernels.word_table(64)
+    small, big = _wordkernels.word_table(16), _wordkernels.word_table(64)
     ids, distinct = np.zeros(2, np.int64), np.zeros(2, np.int64)
     assert _kernels._speedups.word_ids([(a, b)], small, 7, ids, distinct) == (2, [a, b])
     _kernels._speedups.word_table_move(small, big)

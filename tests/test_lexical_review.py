@@ -74,12 +74,12 @@ def test_other_scripts_keep_their_marks():
 def test_a_snapshot_written_before_the_folding_is_rebuilt(tmp_path, monkeypatch):
     """Snapshot version 9 held the terms of unfolded words: opened by this code, it is rebuilt from
     SQLite (else 'café' would stay under a term no query makes any more)."""
-    from ipy_memory import _kernels, lexical
+    from ipy_memory import _wordkernels, lexical
     unfolded = _text.stem.__wrapped__.__globals__["_stemmer"].stemWord
     with monkeypatch.context() as old:
         old.setattr(LexicalShard, "VERSION", 9)
         old.setattr(_text, "stem", lambda w: w if _text.is_cjk(w) or w.isdigit() else unfolded(w))
-        old.setattr(lexical, "_word_table", _kernels.word_table())      # the process's word -> term cache
+        old.setattr(lexical, "_word_table", _wordkernels.word_table())      # the process's word -> term cache
         with MemoryEngine(tmp_path, project="p") as mem:
             mem.remember_many([{"content": t, "force": True} for t in FILLER])
             want = mem.remember("Lunch at the Café in Zürich on Friday").id

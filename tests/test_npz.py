@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import MemoryEngine, Settings, _crc, _npz
+from ipy_memory import MemoryEngine, Settings, _crc, _npz, _snapchecks
 
 ARRAYS = {
     "seq": np.array(7), "store_id": np.array("0123456789abcdef"), "keys": np.arange(5, dtype=np.int64),
@@ -67,7 +67,7 @@ def test_damage_is_refused(tmp_path, monkeypatch, where, parallel):
     at = raw.index(b"\x93NUMPY", raw.index(b"hot.npy"))
     raw[at + (200 if where == "data" else 20)] ^= 0x5A
     path.write_bytes(bytes(raw))
-    with pytest.raises(_npz.DamagedSnapshot, match="CRC"):
+    with pytest.raises(_snapchecks.DamagedSnapshot, match="CRC"):
         _npz.load_npz(path)
 
 
@@ -83,12 +83,12 @@ def test_value_members_named_later_are_checked_in_the_background(tmp_path):
     path = tmp_path / "s.npz"
     _npz.write_npz(path, ARRAYS)
     later = {"hot", "doc_ids", "keys"}           # keys: int64, so checked before the load returns
-    checks = _npz.LaterChecks()
+    checks = _snapchecks.LaterChecks()
     check_equal(_npz.load_npz(path, later, checks), ARRAYS)
     assert len(checks.pending) == 1 and checks.failed() == [] and not checks.pending
 
     bad_hot = damaged_copy(path, "hot")
-    with pytest.raises(_npz.DamagedSnapshot, match="hot.npy fails its CRC"):
+    with pytest.raises(_snapchecks.DamagedSnapshot, match="hot.npy fails its CRC"):
         _npz.load_npz(bad_hot)                    # not named later: refused at once
     got = _npz.load_npz(bad_hot, later, checks)
     assert not np.array_equal(got["hot"], ARRAYS["hot"])      # handed out, unchecked...
@@ -96,7 +96,7 @@ def test_value_members_named_later_are_checked_in_the_background(tmp_path):
     assert where == bad_hot and "hot.npy fails its CRC" in str(exc)
 
     for member in ("keys", "seq"):                # integers are never left for later, named or not
-        with pytest.raises(_npz.DamagedSnapshot, match=f"{member}.npy fails its CRC"):
+        with pytest.raises(_snapchecks.DamagedSnapshot, match=f"{member}.npy fails its CRC"):
             _npz.load_npz(damaged_copy(path, member, at=130), later | {member}, checks)
     assert not checks.pending                     # a refused file leaves no check behind
 
@@ -208,7 +208,7 @@ def test_zip_directory_leaves_other_layouts_and_damage_to_zipfile(tmp_path, monk
         assert _zipdir.members(bad) is None
     for bad in (raw[:-1], cut, raw[:len(raw) // 2]):
         path.write_bytes(bad)
-        with pytest.raises(_npz.DamagedSnapshot):
+        with pytest.raises(_snapchecks.DamagedSnapshot):
             _npz.load_npz(path)
 
 
@@ -248,7 +248,7 @@ def test_later_checks_start_afresh_in_a_forked_child(tmp_path):
     path = tmp_path / "s.npz"
     _npz.write_npz(path, ARRAYS)
     bad = damaged_copy(path, "hot")
-    checks = _npz.LaterChecks()
+    checks = _snapchecks.LaterChecks()
     _npz.load_npz(bad, {"hot"}, checks)
     job = checks.pending[0].job
     job._take()                          # a piece a thread of the parent had taken...
@@ -316,7 +316,7 @@ def test_row_checks_let_only_readers_of_the_mapping_check_rows_in_their_own_pass
     hot = ARRAYS["hot"]
 
     def load():
-        checks = _npz.LaterChecks()
+        checks = _snapchecks.LaterChecks()
         got = _npz.load_npz(path, {"hot": 4}, checks)
         return checks, checks.hooks[path, "hot"], got["hot"]
 
@@ -349,11 +349,11 @@ def test_watched_piece_checks_are_redone_in_a_forked_child(tmp_path):
     import threading
     from ipy_memory._threads import SCANS
     data = np.arange(64 * 256, dtype=np.uint8).reshape(64, 256)
-    compute = lambda pieces: _npz.chunk_crcs(data, len(data), pieces, 1)     # noqa: E731
+    compute = lambda pieces: _snapchecks.chunk_crcs(data, len(data), pieces, 1)     # noqa: E731
     crcs = compute(np.arange(64))
     crcs[40] ^= 1
-    checks = _npz.LaterChecks()
-    pieces = _npz.PieceChecks(crcs, compute, tmp_path / "x.npz", "rows", checks)
+    checks = _snapchecks.LaterChecks()
+    pieces = _snapchecks.PieceChecks(crcs, compute, tmp_path / "x.npz", "rows", checks)
     checks.watch(pieces, lambda: None)
     gate = threading.Event()
     SCANS.submit(gate.wait, 30)                   # the scan thread busy: the rest is only queued
@@ -378,12 +378,12 @@ def test_a_watched_check_that_cannot_read_its_file_counts_as_damage(tmp_path):
     good = np.arange(4096, dtype=np.uint8)
     path = tmp_path / "w.npz"
     _npz.write_npz(path, {"v": good.astype(np.float32)})
-    checks = _npz.LaterChecks()
+    checks = _snapchecks.LaterChecks()
     _npz.load_npz(path, later=("v",), checks=checks)            # a whole-file check left pending
 
     def unreadable(pieces):
         raise OSError("input/output error")
-    pieces = _npz.PieceChecks(np.zeros(4, np.uint32), unreadable, tmp_path / "x.npz", "rows", checks)
+    pieces = _snapchecks.PieceChecks(np.zeros(4, np.uint32), unreadable, tmp_path / "x.npz", "rows", checks)
     checks.watch(pieces, lambda: None)
     assert [(p, "input/output error" in str(e)) for p, e in checks.failed()] == [(tmp_path / "x.npz", True)]
     assert not checks.pending and not checks.watched and not checks.busy

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ipy_memory import MemoryEngine, Settings
-from ipy_memory import _lexscore, _npz, _shards
+from ipy_memory import _lexscore, _npz, _shards, _snapchecks
 from ipy_memory.embeddings.hashing import HashEmbedder
 
 TEXTS = [f"entry {i}: the {['amber', 'cobalt', 'jade', 'onyx'][i % 4]} lantern number {i % 97}" for i in range(2500)]
@@ -197,8 +197,8 @@ def test_damaged_vectors_are_caught_before_a_recall_answers(store, monkeypatch, 
     unchecked = tmp_path_factory.mktemp("unchecked") / "store"
     shutil.copytree(path, unchecked)
     with monkeypatch.context() as m:        # the damage matters: unchecked, the answers change
-        m.setattr(_npz.LaterChecks, "failed", lambda self, wait_covered=True: [])
-        m.setattr(_npz.PieceChecks, "ensure", lambda self, pieces: None)
+        m.setattr(_snapchecks.LaterChecks, "failed", lambda self, wait_covered=True: [])
+        m.setattr(_snapchecks.PieceChecks, "ensure", lambda self, pieces: None)
         with MemoryEngine(unchecked, project="p", settings=hybrid) as mem:
             assert results(mem) != expected
     with MemoryEngine(path, project="p", settings=hybrid) as mem:
@@ -247,7 +247,7 @@ def test_an_exact_scan_checks_the_vectors_it_reads(store, monkeypatch, caplog):
     monkeypatch.setattr(vectors, "_EXACT_PART", 256)
     monkeypatch.setattr(vectors.VectorShard, "VALUE_MEMBERS", {"hot": 256})
     monkeypatch.setattr(_recall, "_BESIDE_ROWS", 1000)        # the scan on the worker, before the checks,
-    monkeypatch.setattr(_npz.LaterChecks, "help", lambda checks: None)     # which the recall's thread leaves to it
+    monkeypatch.setattr(_snapchecks.LaterChecks, "help", lambda checks: None)     # which the recall's thread leaves to it
     monkeypatch.setattr(vectors.VectorShard, "column_members", lambda vec, hot: {})   # no columns saved: scans
     path, _ = store
     hybrid = Settings(vector_weight_hash=0.5)
@@ -281,8 +281,8 @@ def test_a_recall_checks_the_postings_it_reads_and_the_rest_after_it_answers(sto
     are checked first, the others on the scan thread once it has answered, settled by the next call."""
     import threading
     path, expected = store
-    release, real = threading.Event(), _npz.PieceChecks.rest
-    monkeypatch.setattr(_npz.PieceChecks, "rest", lambda self: release.wait(30) and real(self))
+    release, real = threading.Event(), _snapchecks.PieceChecks.rest
+    monkeypatch.setattr(_snapchecks.PieceChecks, "rest", lambda self: release.wait(30) and real(self))
     with MemoryEngine(path, project="p") as mem:
         first = [(h.id, round(h.score, 4)) for h in mem.recall(QUERIES[0])]
         post = postings_of(mem)
@@ -317,7 +317,7 @@ def test_damaged_postings_a_recall_reads_are_caught_before_it_answers(store, cap
     unchecked = tmp_path / "unchecked"
     shutil.copytree(path, unchecked)
     with monkeypatch.context() as m:                          # the damage matters: unchecked, answers change
-        m.setattr(_npz.PieceChecks, "ensure", lambda self, pieces: None)
+        m.setattr(_snapchecks.PieceChecks, "ensure", lambda self, pieces: None)
         with MemoryEngine(unchecked, project="p") as mem:
             assert [(h.id, round(h.score, 4)) for h in mem.recall(QUERIES[0])] != expected[0]
     with MemoryEngine(path, project="p") as mem:
@@ -329,12 +329,12 @@ def test_saving_refuses_postings_that_fail_their_check(store, tmp_path):
     path, _ = store
     data = dict(_npz.load_npz(next((path / "index").glob("*.lex.npz"))))
     from ipy_memory._postings import Postings
-    checks = _npz.LaterChecks()
+    checks = _snapchecks.LaterChecks()
     tfs = data["post.tfs"].copy()
     tfs[-1] += 1
     post = Postings.from_arrays(data["post.h"], data["post.off"], data["post.slots"], tfs, data["post.crc"],
                                 tmp_path / "x", checks, "post")
-    with pytest.raises(_npz.DamagedSnapshot):
+    with pytest.raises(_snapchecks.DamagedSnapshot):
         post.arrays()
     assert checks.damaged
     with pytest.raises(ValueError, match="inconsistent"):
@@ -351,7 +351,7 @@ def test_damage_found_while_saving_is_logged_not_raised(store, caplog, monkeypat
         shard = next(iter(mem.shards.loaded.values()))
 
         def damaged(now=None):
-            raise _npz.DamagedSnapshot("postings fail their CRC check")
+            raise _snapchecks.DamagedSnapshot("postings fail their CRC check")
         monkeypatch.setattr(shard.lex, "snapshot", damaged)
     assert "not saving index snapshots" in caplog.text and "postings fail" in caplog.text
     with MemoryEngine(path, project="p") as mem:        # the older snapshot, the change log replayed on it

@@ -87,7 +87,7 @@ uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n)
 const char blake2b64_doc[] = PyDoc_STR(
 "blake2b64(text) -> int\n--\n\n"
 "int.from_bytes(hashlib.blake2b(text.encode('utf-8'), digest_size=8).digest(), 'little')\n"
-"(_kernels.blake2b64_python).");
+"(_wordkernels.blake2b64_python).");
 
 PyObject *blake2b64(PyObject *self, PyObject *arg)
 {
@@ -102,7 +102,7 @@ PyObject *blake2b64(PyObject *self, PyObject *arg)
 const char gram_hashes_doc[] = PyDoc_STR(
 "gram_hashes(marked, grams, sizes) -> list[int]\n--\n\n"
 "For each n in sizes and each n-character slice g of marked (in that order): grams[g], or\n"
-"blake2b64('c|' + g), which is then stored in the dict grams (_kernels.gram_hashes_python).");
+"blake2b64('c|' + g), which is then stored in the dict grams (_wordkernels.gram_hashes_python).");
 
 /* blake2b_64 of prefix (0-2 bytes) + the UTF-8 of text: 0, or -1 with an exception set. An ASCII
  * text is read where it lies; another is encoded into a temporary (PyUnicode_AsUTF8 would keep
@@ -190,7 +190,7 @@ PyObject *gram_hashes(PyObject *self, PyObject *args)
 
 const char word_features_doc[] = PyDoc_STR(
 "word_features(words, grams, sizes, dim, hashes, counts, slots, signs) -> int\n--\n\n"
-"The HashEmbedder's features of new words (_kernels.word_features_python): for word i,\n"
+"The HashEmbedder's features of new words (_wordkernels.word_features_python): for word i,\n"
 "hashes[i] = blake2b64('w|' + word) and its features, that hash followed (unless the word is a CJK\n"
 "gram) by gram_hashes('<' + word + '>', grams, sizes), stored one after another from the start of\n"
 "slots (hash % dim, int32) and signs (+1 where bit 63 is set, else -1, int8); counts[i] (int64)\n"

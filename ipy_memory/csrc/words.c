@@ -157,7 +157,7 @@ const char index_batch_doc[] = PyDoc_STR(
 "occurs to counts (int32), text after text, and each text's number of distinct terms to distinct\n"
 "(int64, one per text); returns how many terms it wrote (terms and counts need room for every\n"
 "word). The batch is per_text as it is at the call: a miss that changes the list does not change\n"
-"it. (_kernels.index_batch_python, whose caches are dicts.)");
+"it. (_wordkernels.index_batch_python, whose caches are dicts.)");
 
 /* A text's distinct terms, in order of first use, found through an open-addressing table of
  * their positions. */
@@ -356,7 +356,7 @@ PyObject *word_table_move(PyObject *self, PyObject *args)
 
 const char word_ids_doc[] = PyDoc_STR(
 "word_ids(per_text, table, first_new, ids, distinct) -> (count, new_words)\n--\n\n"
-"The HashEmbedder's word lookup (_kernels.word_ids_python, whose cache is a dict): per_text is a\n"
+"The HashEmbedder's word lookup (_wordkernels.word_ids_python, whose cache is a dict): per_text is a\n"
 "list of tuples of words and table a word table of their entries (ints). A word not in table is a\n"
 "new word: it is listed in new_words (each once, in the order first met) and stored in table with\n"
 "the entry first_new + its place in that list (the caller stores those entries' features). Fills\n"

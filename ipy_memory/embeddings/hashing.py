@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .. import _kernels, _pages, _text, _validate
+from .. import _kernels, _pages, _text, _validate, _wordkernels
 from ..errors import InvalidArgument
 from .base import Embedder
 
@@ -64,7 +64,7 @@ class HashEmbedder(Embedder):
         # word -> its entry (a word table, csrc/words.c): the entry's 64-bit word hash, first
         # feature and feature count sit in three arrays, the features of every entry in two more,
         # so a batch gathers all of them with one index per array instead of reading tuples word by word
-        self._table = _kernels.word_table()
+        self._table = _wordkernels.word_table()
         self._words = 0                                # entries stored
         self._hash = np.zeros(256, np.uint64)
         self._first = np.zeros(256, np.int64)
@@ -76,17 +76,17 @@ class HashEmbedder(Embedder):
     def _lookup(self, per_text: list[tuple[str, ...]], total: int) -> tuple[np.ndarray, ...]:
         """Each word occurrence's index among the batch's distinct words, and those words' hashes,
         first features and feature counts, with the feature arrays those index: one compiled pass
-        over the words (`_kernels.word_ids`) that also lists and enters the new ones, whose
+        over the words (`_wordkernels.word_ids`) that also lists and enters the new ones, whose
         features are then computed in one more (`_add`)."""
         ids, distinct = np.empty(total, np.int64), np.empty(total, np.int64)
         with self._lock:
             try:
-                self._table = _kernels.word_table_room(self._table, total)
-                got, new = _kernels.word_ids(per_text, self._table, self._words, ids, distinct)
+                self._table = _wordkernels.word_table_room(self._table, total)
+                got, new = _wordkernels.word_ids(per_text, self._table, self._words, ids, distinct)
                 if new and self._words + len(new) > self._cache_size:
                     self._clear()                    # between batches: a batch's entries stay valid
-                    self._table = _kernels.word_table_room(self._table, total)
-                    got, new = _kernels.word_ids(per_text, self._table, 0, ids, distinct)     # now all of them
+                    self._table = _wordkernels.word_table_room(self._table, total)
+                    got, new = _wordkernels.word_ids(per_text, self._table, 0, ids, distinct)     # now all of them
                 if new:
                     self._add(new)
             except BaseException:      # (an interrupt): entered words without features must not stay
@@ -98,13 +98,13 @@ class HashEmbedder(Embedder):
     def _add(self, words: list[str]) -> None:
         """Hash and store the features of new words, entries self._words onwards (under the lock):
         each word's own hash and its char n-grams' (an n-gram's hash is cached: a new word mostly
-        reuses n-grams of words seen before), in one compiled pass (`_kernels.word_features`)."""
+        reuses n-grams of words seen before), in one compiled pass (`_wordkernels.word_features`)."""
         n, used, k = self._words, self._used, len(self.char_ngrams)
         room = len(words) * (1 + 3 * k) + k * sum(map(len, words))   # >= 1 + sum(len + 3 - size) a word
         self._hash, self._first, self._count = (_grown(a, n, n + len(words)) for a in (self._hash, self._first, self._count))
         self._slots, self._signs = (_grown(a, used, used + room) for a in (self._slots, self._signs))
         counts = self._count[n:n + len(words)]
-        stored = _kernels.word_features(words, self._grams, self.char_ngrams, self.dim, self._hash[n:n + len(words)],
+        stored = _wordkernels.word_features(words, self._grams, self.char_ngrams, self.dim, self._hash[n:n + len(words)],
                                         counts, self._slots[used:used + room], self._signs[used:used + room])
         self._first[n:n + len(words)] = used + np.cumsum(counts) - counts
         self._used = used + stored
