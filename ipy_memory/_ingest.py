@@ -181,15 +181,17 @@ def _message_text(msg: dict, i: int) -> str:
 _TRIVIAL = {"ok", "okay", "thanks", "thank you", "yes", "no", "sure", "k", "继续", "好的", "好", "谢谢", "嗯"}
 
 
-def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, metadata, settings: Settings) -> Prepared:
+def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, metadata, settings: Settings,
+                     after_question=False) -> Prepared:
     session_id = v.text(session_id, "session_id", max_chars=256)
+    after_question = v.flag(after_question, "after_question")
     if not isinstance(messages, list):
         raise InvalidArgument("messages must be a list of {'role': ..., 'content': ...} dicts")
     scope, project, importance, ttl, metadata, _ = _common("project" if scope is None else scope, project,
                                                            0.6 if importance is None else importance, ttl, metadata)
     r = _Redactor(settings.redact in ("exchanges", "all"))   # chats are where keys get pasted
     session_id, metadata = r.text(session_id), r.meta(metadata)
-    nodes, turns, asked = [], [], False
+    nodes, turns, asked = [], [], after_question
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or "role" not in msg:
             raise InvalidArgument(f"message {i} must be a dict with 'role' and 'content'")

@@ -25,6 +25,7 @@ from ._acks import DEFAULT_ACKS, DEFAULT_SKIP_PATTERNS, ack_pattern, normalize_q
 from ._captured import Captured
 from ._log import log
 from ._messages import SOURCE, check_messages, is_human, text_of, text_part_type, is_recall_message
+from ._text import question_marks
 from .block import item as _item
 from .block import render as _render
 from .errors import InvalidArgument, IpyMemoryError, NotFound
@@ -336,8 +337,11 @@ class AutoRecall:
             own, prints = self._captured.new(session_id, messages)
             if not own:
                 return None
+            # a bare "yes" opening the turn answers the question that ended the turn stored before
+            before = messages[len(messages) - len(own) - 1] if len(own) < len(messages) else None
+            asked = before is not None and bool(question_marks(text_of(before.get("content"))))
             try:
-                result = engine.remember_exchange(session_id, own, **kw)
+                result = engine.remember_exchange(session_id, own, after_question=asked, **kw)
             except InvalidArgument as exc:
                 if "no non-trivial" in str(exc):     # an exchange of acknowledgements only
                     self._captured.mark(session_id, prints)

@@ -199,10 +199,12 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
     @locked
     def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",
                           project: str | None = None, importance: float = 0.6, ttl: float | None = None,
-                          metadata: dict | None = None) -> RememberResult:
-        """Store a chat exchange as one document with a section per message (OpenAI or Anthropic shapes)."""
+                          metadata: dict | None = None, after_question: bool = False) -> RememberResult:
+        """Store a chat exchange as one document with a section per message (OpenAI or Anthropic shapes).
+        `after_question`: the messages continue a conversation whose last message, stored before,
+        asked a question, so a bare "yes" or "no" opening them is an answer and is kept."""
         prep = _write_path()[0].prepare_exchange(session_id, messages, scope=scope, project=project, importance=importance,
-                                ttl=ttl, metadata=metadata, settings=self.settings)
+                                ttl=ttl, metadata=metadata, settings=self.settings, after_question=after_question)
         prep.space = self._space(prep.scope, prep.project)
         return self._write([prep])[0]
 

@@ -331,3 +331,29 @@ def test_tool_result_messages_and_roleless_items(mem):
     assert auto.stats()["skip_reasons"] == {"not first step": 1}
     r = auto.capture(mixed + [{"role": "assistant", "content": "Use the ds env."}], session_id="c")
     assert r.stored and "Use the ds env." in mem.get(r.id).content
+
+
+def test_capture_keeps_a_yes_that_answers_the_previous_turns_question(mem):
+    """A turn that opens with a bare "yes" answering the assistant's question from the turn before
+    was dropped as an acknowledgement: that question was stored by the previous capture, so the new
+    messages alone showed no question before it. The user's decision was lost."""
+    auto = AutoRecall(mem)
+    msgs = [user("The kelp table has duplicate rows from the March backfill."),
+            {"role": "assistant", "content": "Should I drop the duplicates from the kelp table?"}]
+    auto.capture(msgs, session_id="chat")
+    msgs += [user("yes"), {"role": "assistant", "content": "Done."}]
+    r = auto.capture(msgs, session_id="chat")
+    assert r is not None and r.node_count == 2 and "user: yes" in mem.get(r.id).content
+    msgs += [user("ok"), {"role": "assistant", "content": "Anything else on the kelp table?"}]
+    r = auto.capture(msgs, session_id="chat")          # an acknowledgement after no question stays out
+    assert r.node_count == 1 and "user: ok" not in mem.get(r.id).content
+
+
+def test_remember_exchange_after_question(mem):
+    """after_question=True: the messages continue a conversation whose last message asked a question."""
+    answer = [{"role": "user", "content": "No."}, {"role": "assistant", "content": "Then I will wait."}]
+    assert mem.remember_exchange("chat", answer).node_count == 1
+    r = mem.remember_exchange("chat-2", answer, after_question=True)
+    assert r.node_count == 2 and mem.get(r.id).content.startswith("user: No.")
+    with pytest.raises(InvalidArgument, match="after_question"):
+        mem.remember_exchange("chat-3", answer, after_question="yes")
