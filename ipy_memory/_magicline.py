@@ -226,20 +226,22 @@ def announce(shell, cell, result, kind: str, name: str, line: str, summary: str 
     """Print the one-line summary of `result`, unless IPython is about to show it as the cell's output
     (`cell`: the running cell's ExecutionInfo, None outside a cell). Returns `result`."""
     raw = getattr(cell, "raw_cell", None)
-    body = _statements(shell, cell, raw) if raw else []
-    if not _shown(body, kind, name, line, shell.ast_node_interactivity):
+    body, calls = _statements(shell, cell, raw) if raw else ([], {})
+    nth = calls[kind, name, line] = calls.get((kind, name, line), -1) + 1    # this call's place among its twins
+    if not _shown(body, kind, name, line, shell.ast_node_interactivity, nth):
         print(summary if summary is not None else result.summary())
     return result
 
 
-_last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, its statements
+_last_cell: list = [None, None, None]     # the running cell's ExecutionInfo, its raw text, (statements, calls so far)
 
 
-def _statements(shell, cell, raw: str) -> list:
-    """The statements of the running cell as IPython runs it, remembered for that cell: a cell of many
-    magics is transformed and parsed once, not once per magic (which made such a cell quadratic)."""
+def _statements(shell, cell, raw: str) -> tuple[list, dict]:
+    """The statements of the running cell as IPython runs it, remembered for that cell (a cell of many
+    magics is transformed and parsed once, not once per magic, which made such a cell quadratic), and
+    how many times each magic line has been announced in it so far."""
     if _last_cell[0] is not cell or _last_cell[1] != raw:
-        _last_cell[:] = [cell, raw, _parse(shell.transform_cell(raw))]
+        _last_cell[:] = [cell, raw, (_parse(shell.transform_cell(raw)), {})]
     return _last_cell[2]
 
 
@@ -250,17 +252,22 @@ def _parse(code: str) -> list:
         return []
 
 
-def _shown(body: list, kind: str, name: str, line: str, interactivity: str) -> bool:
+def _shown(body: list, kind: str, name: str, line: str, interactivity: str, nth: int = 0) -> bool:
     """Whether IPython's displayhook will show what this magic call returns, judged as IPython does: from
     the running cell as transformed (%magic, automagic and %%cell all become get_ipython().run_*_magic
-    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity."""
+    calls, and a ';' inside one is its text, not a silencer) and the shell's ast_node_interactivity.
+    `nth`: which of the cell's statements that are this very call is running (a cell may repeat a line)."""
     if interactivity == "none" or not body:
         return False
     last = body[-1]
     shown = [n.value for n in (body if interactivity == "all" else [last]) if isinstance(n, ast.Expr)]
     if interactivity == "last_expr_or_assign" and _assigns_one_name(last):
         shown.append(last.value)       # IPython shows the name it was assigned to
-    return any(_is_magic_call(value, kind, name, line) for value in shown)
+    twins = [n.value for n in body if isinstance(n, (ast.Expr, ast.Assign, ast.AnnAssign))
+             and _is_magic_call(n.value, kind, name, line)]
+    if nth < len(twins):
+        return any(value is twins[nth] for value in shown)
+    return any(_is_magic_call(value, kind, name, line) for value in shown)     # (e.g. called in a loop)
 
 
 def _assigns_one_name(node) -> bool:

@@ -513,6 +513,19 @@ def test_a_cell_of_many_magics_is_transformed_once(ip, capsys, monkeypatch):
     assert len(lines(capsys.readouterr().out, "stored m-")) == 1
 
 
+@pytest.mark.parametrize("interactivity", ["last_expr", "all"])
+def test_two_identical_magic_lines_in_a_cell_each_show_their_summary(ip, capsys, interactivity):
+    # (the second is a duplicate: 'already stored as m-...')
+    # the first call's line matched the cell's last statement, so it was taken for the one IPython shows
+    ip.ast_node_interactivity = interactivity
+    ip.run_cell("%remember the same note twice\n%remember the same note twice", store_history=True)
+    assert len(lines(capsys.readouterr().out, "stored")) == 2
+    ip.run_cell("x = %remember a note assigned\n%remember a note assigned", store_history=True)
+    assert len(lines(capsys.readouterr().out, "stored")) == 2
+    ip.run_cell("%remember shown last\n%remember shown last\n1", store_history=True)
+    assert len(lines(capsys.readouterr().out, "stored")) == 2
+
+
 def test_lifecycle_summary_shows_exactly_once(ip, capsys):
     for cell in ("%memrotate", "memrotate", "r = %memrotate"):
         capsys.readouterr()
