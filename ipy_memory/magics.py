@@ -158,6 +158,9 @@ class MemoryMagics(Magics):
         self._display.install(RememberResult, self._said.pretty)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
+        # loaded from inside a cell (`%load_ext ipy_memory` then `%remember ...`): that cell's pre_run_cell
+        # has passed, so take its ExecutionInfo from what IPython hands its displayhook while a cell runs
+        self._cell = getattr(getattr(self.shell.displayhook, "exec_result", None), "info", None)
         atexit.register(self.close_engine)
         self._installed = True
 

@@ -1,0 +1,38 @@
+"""What a fresh user's review of the docs against the behaviour found (one test per finding)."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+
+from ipy_memory import MemoryEngine
+
+
+@pytest.fixture
+def bare(tmp_path, monkeypatch):
+    """A fresh shell without ipy_memory loaded; IPY_MEMORY_DATA_DIR points at a temp store."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("IPY_MEMORY_DATA_DIR", str(tmp_path / "mem"))
+    c = Config()
+    c.HistoryManager.enabled = False
+    c.MemoryMagics.project = "test"
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance(config=c)
+    yield shell
+    if "ipy_memory" in shell.extension_manager.loaded:
+        shell.run_line_magic("unload_ext", "ipy_memory")
+    InteractiveShell.clear_instance()
+
+
+def test_load_ext_and_remember_in_one_cell_prints_once_with_provenance(bare, capsys):
+    """`%load_ext ipy_memory` then `%remember ...` in the same (first) cell: the line showed twice (printed,
+    then again as the cell's output) and the memory had no cell number or source hash, because the
+    extension's pre_run_cell hook was registered after that cell had started."""
+    bare.run_cell("%load_ext ipy_memory\n%remember Loaded and remembered in one cell", store_history=True)
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if "stored m-" in line]) == 1, out
+    from ipy_memory.magics import current_engine
+    meta = current_engine(bare).list_memories()[0].metadata
+    assert meta.get("cell") == 1, meta
