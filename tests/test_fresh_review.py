@@ -36,3 +36,17 @@ def test_load_ext_and_remember_in_one_cell_prints_once_with_provenance(bare, cap
     from ipy_memory.magics import current_engine
     meta = current_engine(bare).list_memories()[0].metadata
     assert meta.get("cell") == 1, meta
+
+
+def test_embedder_mismatch_hint_names_a_usable_value(bare, tmp_path):
+    """The hint after opening a store with another embedder said `%config MemoryMagics.embedder = '...'`;
+    '' (the store's own preset) is the value that works."""
+    pytest.importorskip("onnxruntime")                                       # the `local` extra
+    MemoryEngine(tmp_path / "mem", project="test", embedder="local").close()  # (its model loads lazily: not here)
+    bare.run_line_magic("load_ext", "ipy_memory")
+    bare.run_line_magic("config", "MemoryMagics.embedder = 'hash'")
+    with pytest.raises(UsageError) as err:
+        bare.run_line_magic("memstats", "")
+    assert "MemoryMagics.embedder = ''" in str(err.value), str(err.value)
+    bare.run_line_magic("config", "MemoryMagics.embedder = ''")              # ... and it does work
+    assert bare.run_line_magic("memstats", "")["embedder_preset"] == "local"
