@@ -50,3 +50,21 @@ def test_embedder_mismatch_hint_names_a_usable_value(bare, tmp_path):
     assert "MemoryMagics.embedder = ''" in str(err.value), str(err.value)
     bare.run_line_magic("config", "MemoryMagics.embedder = ''")              # ... and it does work
     assert bare.run_line_magic("memstats", "")["embedder_preset"] == "local"
+
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def test_a_result_whose_engine_is_closed_shows_only_the_static_view(bare, tmp_path, monkeypatch):
+    """README: 'A result whose engine is gone is shown statically only.' A closed engine (still referenced, so
+    not garbage-collected) got a live view whose Search and Forget could only fail with 'engine is closed'."""
+    bare.run_line_magic("load_ext", "ipy_memory")
+    monkeypatch.setattr(bare, "kernel", object(), raising=False)      # as in ipykernel
+    bare.run_line_magic("config", "MemoryMagics.display = 'widget'")
+    other = MemoryEngine(tmp_path / "other", project="x")
+    other.remember("Another store: the kiwi bird is flightless")
+    result = other.recall("kiwi")
+    assert WIDGET_MIME in bare.display_formatter.format(result)[0]   # open: a live view
+    other.close()
+    data = bare.display_formatter.format(result)[0]
+    assert WIDGET_MIME not in data and "kiwi" in data["text/html"]
