@@ -68,3 +68,16 @@ def test_a_result_whose_engine_is_closed_shows_only_the_static_view(bare, tmp_pa
     other.close()
     data = bare.display_formatter.format(result)[0]
     assert WIDGET_MIME not in data and "kiwi" in data["text/html"]
+
+
+def test_no_hit_because_of_the_token_budget_says_so(tmp_path):
+    """`%recall` with a budget too small for any hit said only '0 hits for ...', as if nothing matched."""
+    with MemoryEngine(tmp_path / "mem", project="p") as mem:
+        mem.remember("The quokka lives on Rottnest island and smiles a lot.")
+        for max_tokens in (30, 60):            # below the frame's cost; the frame fits, the hit does not
+            r = mem.recall("quokka", max_tokens=max_tokens)
+            assert len(r) == 0
+            for shown in (repr(r), r._repr_html_(), r._repr_markdown_()):
+                assert "1 match did not fit the token budget" in shown, shown
+        assert "budget" not in repr(mem.recall("no such animal"))
+        assert "budget" not in repr(mem.recall("quokka", max_tokens=400))
