@@ -81,3 +81,27 @@ def test_no_hit_because_of_the_token_budget_says_so(tmp_path):
                 assert "1 match did not fit the token budget" in shown, shown
         assert "budget" not in repr(mem.recall("no such animal"))
         assert "budget" not in repr(mem.recall("quokka", max_tokens=400))
+
+
+@pytest.mark.parametrize("argv0, prog", [("/venv/bin/ipy-memory", "ipy-memory"),
+                                         ("/venv/lib/python3.11/site-packages/ipy_memory/__main__.py",
+                                          "python -m ipy_memory")])
+def test_cli_help_names_the_command_as_typed(monkeypatch, capsys, argv0, prog):
+    """`ipy-memory --help` said 'usage: python -m ipy_memory' (the console script the install puts on the PATH
+    is what README tells users to type)."""
+    from ipy_memory.__main__ import main
+    monkeypatch.setattr("sys.argv", [argv0, "--help"])
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {prog} ")
+
+
+def test_cli_every_argument_has_help():
+    """`ipy-memory store --help` listed --title, --scope, --force and TEXT with no word on what they do."""
+    import argparse
+
+    from ipy_memory.__main__ import parser
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {action.dest}" for name, p in sub.choices.items() for action in p._actions
+            if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert not bare, bare
