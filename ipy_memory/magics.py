@@ -50,7 +50,8 @@ def _lifecycle_magic(method: str, what: str):
         return self._lifecycle(method, line)
     magic.__name__ = magic.__qualname__ = f"mem{method}"
     magic.__doc__ = (f"{what}: engine.{method}().\n\n    %mem{method}\n"
-                     "Prints one line and returns the engine's report (a dict).\n")
+                     "Prints one line and returns the engine's report (a dict), which a cell's last line\n"
+                     "shows instead of the line.\n")
     return line_magic(magic)
 
 
