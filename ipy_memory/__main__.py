@@ -12,6 +12,7 @@ import shutil
 import sys
 import tempfile
 from importlib import resources
+from pathlib import Path
 
 from . import _kernels
 from ._display import one_line
@@ -145,38 +146,46 @@ def cmd_selftest(args) -> None:
         raise SystemExit(1)
 
 
+def _prog() -> str:
+    """The command as typed: `ipy-memory` (the console script), else `python -m ipy_memory`."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return name if name and name not in ("__main__.py", "-c") else "python -m ipy_memory"
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-dir", help="store location (default: IPY_MEMORY_DATA_DIR or the user data dir)")
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--project", help="project name (default: git remote or working directory)")
-    p = argparse.ArgumentParser(prog="python -m ipy_memory", description="ipy_memory: long-term memory for notebooks")
+    p = argparse.ArgumentParser(prog=_prog(), description="ipy_memory: long-term memory for notebooks")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", parents=[common], help="store bundled notes in a temp dir, recall, print block and stats")
     s = sub.add_parser("store", parents=[common], help="remember TEXT ('-' reads stdin)")
-    s.add_argument("text")
-    s.add_argument("--title")
-    s.add_argument("--scope", default="project", choices=["session", "project", "global"])
-    s.add_argument("--force", action="store_true")
+    s.add_argument("text", help="the note (Markdown: headings become sections); '-' reads it from stdin")
+    s.add_argument("--title", help="title (default: the first heading or line)")
+    s.add_argument("--scope", default="project", choices=["session", "project", "global"],
+                   help="where it lives (default: project)")
+    s.add_argument("--force", action="store_true", help="store it even if a near-duplicate exists")
     s = sub.add_parser("recall", parents=[common], help="recall QUERY and print the <memory-recall> block")
-    s.add_argument("query")
-    s.add_argument("--scope", default="project+global")
-    s.add_argument("-n", "--limit", type=int)
-    s.add_argument("--max-tokens", type=int)
-    s.add_argument("--read-only", action="store_true")
+    s.add_argument("query", help="what to look for")
+    s.add_argument("--scope", default="project+global",
+                   help="'+'-joined session, project, global (default: project+global)")
+    s.add_argument("-n", "--limit", type=int, help="number of hits, 1-50 (default 10)")
+    s.add_argument("--max-tokens", type=int, help="token budget of the recall block, 1-100000")
+    s.add_argument("--read-only", action="store_true", help="open the store read-only (e.g. on a read-only mount)")
     s = sub.add_parser("list", parents=[common], help="list memories, newest first")
-    s.add_argument("--scope")
-    s.add_argument("-n", "--limit", type=int, default=50)
-    s.add_argument("--offset", type=int, default=0)
+    s.add_argument("--scope", help="'+'-joined session, project, global (default: all three)")
+    s.add_argument("-n", "--limit", type=int, default=50, help="page size, 1-200 (default 50)")
+    s.add_argument("--offset", type=int, default=0, help="how many to skip (default 0)")
     s = sub.add_parser("forget", parents=[common], help="forget a memory or section by id")
-    s.add_argument("id")
+    s.add_argument("id", help="m-0123456789abcdef (a memory) or m-0123456789abcdef#2 (one of its sections)")
     sub.add_parser("stats", parents=[common], help="counts, sizes, embedder, tiers")
     sub.add_parser("selftest", parents=[common], help="offline engine checks on a temporary store")
     s = sub.add_parser("inspect", parents=[common], help="read-only view of a live store")
-    s.add_argument("-n", "--limit", type=int, default=20)
+    s.add_argument("-n", "--limit", type=int, default=20, help="how many of the newest memories to list (default 20)")
     s = sub.add_parser("backup", parents=[common], help="copy the database to OUT (online backup API); OUT must be new or an "
                        "earlier backup")
-    s.add_argument("out")
+    s.add_argument("out", help="the backup file to write")
     return p
 
 

@@ -156,7 +156,11 @@ def hits_header(result) -> str:
     q = getattr(result, "query", None)
     head = plural(n, "hit") + (f" for {q!r}" if q is not None else "")
     tokens = getattr(result, "tokens", 0)
-    return head + (f" · {tokens} tokens in the recall block" if tokens else "")
+    head += f" · {tokens} tokens in the recall block" if tokens else ""
+    found = getattr(result, "candidates", 0)
+    if n == 0 and found:        # matches, but not one fits max_tokens (the only way a recall drops them all)
+        head += f" · {found} {'match' if found == 1 else 'matches'} did not fit the token budget"
+    return head
 
 
 def hits_text(result) -> str:

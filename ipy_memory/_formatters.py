@@ -5,6 +5,9 @@ loading the extension does not import ipywidgets (~30 ms here): only a live view
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from .config import default_data_dir
 from .models import MemoryList, RecallResult, Stats
 
 
@@ -48,11 +51,22 @@ class ShellDisplay:
         if self.magics.display != "widget" or getattr(self.shell, "kernel", None) is None:
             return None
         origin = getattr(obj, "origin", None)
-        kernels = getattr(self.magics, "_engine", None)       # (the kernel's engine, if open: no side effect here)
-        if origin is None or origin.engine is None and (kernels is None or kernels.data_dir != origin.data_dir):
+        made_by = getattr(origin, "engine", None)
+        if origin is None or (made_by is None or getattr(made_by, "_closed", False)) and \
+                self._kernel_store() != origin.data_dir:
             return None     # no engine known to act on (its Forget would hit another store): static only
         from .widgets import WIDGET_MIME, RecallBrowser, TierStats     # (ipywidgets: only for a live view)
         # no engine passed: the view acts on the one that made `obj`, with the same recall arguments
         view = RecallBrowser(result=obj, live=True) if isinstance(obj, RecallResult) else \
             TierStats(stats=obj, live=True)
         return {WIDGET_MIME: view._repr_mimebundle_()[WIDGET_MIME]}
+
+    def _kernel_store(self):
+        """The data dir of the kernel's engine: the open one's, else the one the magics' settings open
+        (without opening it: no side effect here). A view whose own engine is gone (collected or closed)
+        acts on that engine only on the same store (widgets._made_by)."""
+        kernels = getattr(self.magics, "_engine", None)
+        if kernels is not None and not getattr(kernels, "_closed", False):
+            return kernels.data_dir
+        data_dir = self.magics.data_dir
+        return (Path(data_dir).expanduser() if data_dir else default_data_dir()).resolve()

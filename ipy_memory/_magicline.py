@@ -35,7 +35,8 @@ HINTS = {
     "ReadOnlyError": "this store is read-only here: make its database writable (chmod u+w; the magics then reopen "
                      "it) or %config MemoryMagics.data_dir = '/a/writable/dir'",
     "EmbeddingError": "pick another embedder: %config MemoryMagics.embedder = 'hash'",
-    "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '...'",
+    "EmbedderMismatch": "open it with the embedder it was built with: %config MemoryMagics.embedder = '' "
+                        "(the store's own)",
 }
 
 

@@ -50,7 +50,8 @@ def _lifecycle_magic(method: str, what: str):
         return self._lifecycle(method, line)
     magic.__name__ = magic.__qualname__ = f"mem{method}"
     magic.__doc__ = (f"{what}: engine.{method}().\n\n    %mem{method}\n"
-                     "Prints one line and returns the engine's report (a dict).\n")
+                     "Prints one line and returns the engine's report (a dict), which a cell's last line\n"
+                     "shows instead of the line.\n")
     return line_magic(magic)
 
 
@@ -158,6 +159,9 @@ class MemoryMagics(Magics):
         self._display.install(RememberResult, self._said.pretty)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
+        # loaded from inside a cell (`%load_ext ipy_memory` then `%remember ...`): that cell's pre_run_cell
+        # has passed, so take its ExecutionInfo from what IPython hands its displayhook while a cell runs
+        self._cell = getattr(getattr(self.shell.displayhook, "exec_result", None), "info", None)
         atexit.register(self.close_engine)
         self._installed = True
 
