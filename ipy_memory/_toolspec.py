@@ -79,7 +79,8 @@ class Param:
                 raise InvalidArgument(f"{name} has {len(value):,} characters; the limit is {self.max_length:,}")
             # the whole value: with re.search a pattern ending in '$' lets a trailing newline through
             if self.pattern is not None and not re.fullmatch(self.pattern, value):
-                raise InvalidArgument(f"{name} {value[:80]!r} is not in the expected form. {self.description}")
+                form = self.description.split("; ")[0].rstrip(".")      # what it is, not how it is used
+                raise InvalidArgument(f"{name} {value[:80]!r} is not in the expected form: {form}.")
         return value
 
     def _range(self) -> str:

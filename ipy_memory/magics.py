@@ -312,7 +312,7 @@ class MemoryMagics(Magics):
         replace, kept = named_memory(self.engine, name, meta) if name else (None, None)
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
                          replace=replace)
-        result = self._call("memory_remember", arguments, "%%store [-s SCOPE] [-t TITLE] [--force] [NAME]", meta)
+        result = self._call("memory_remember", arguments, "%%store [options] [NAME]", meta)
         return self._announce(result, "cell", "store", line, replaced=replace is not None, kept=kept)
 
     @no_var_expand
@@ -342,7 +342,7 @@ class MemoryMagics(Magics):
         scope = _usage(scope_arg, args.scope) or _usage(scope_arg, f"{self.scope}+project+global")
         arguments = dict(query=query, scope=scope, project=args.project, limit=given(args.limit, self.limit),
                          max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
-        result = self._call("memory_search", arguments, f"{typed} [-n LIMIT] [-s SCOPE] [--block] QUERY")
+        result = self._call("memory_search", arguments, f"{typed} [options] QUERY")
         return RecallBlock(result.block) if args.block else result
 
     @magic_arguments()
@@ -361,7 +361,7 @@ class MemoryMagics(Magics):
         if rest:
             raise UsageError(f"%memories takes options only, not {rest!r}; to search use %recall {rest}")
         arguments = dict(scope=_usage(scope_arg, args.scope), project=args.project, limit=args.limit, offset=args.offset)
-        result = self._call("memory_list", arguments, "%memories [-s SCOPE] [-p PROJECT] [-n LIMIT] [--offset N]")
+        result = self._call("memory_list", arguments, "%memories [options]")
         return result.to_pandas() if self.autopandas else result
 
     @line_magic

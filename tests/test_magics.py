@@ -584,3 +584,20 @@ def test_recall_errors_name_memrecall_when_recall_is_ipythons(tmp_path, monkeypa
     finally:
         shell.run_line_magic("unload_ext", "ipy_memory")
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("cell,usage", [
+    ("%recall -n 0 sales table", "usage: %recall [options] QUERY  (see %recall?)"),
+    ("%memories -n 0", "usage: %memories [options]  (see %memories?)"),
+    ("%%store -s project --ttl -5 notes\n# Notes\nbody", "usage: %%store [options] [NAME]  (see %%store?)"),
+])
+def test_usage_hints_do_not_list_a_subset_of_the_options(ip, cell, usage):
+    # hand-written option lists drifted from the parsers (%recall's lacked --max-tokens, -p, --path, -v)
+    with pytest.raises(UsageError) as caught:
+        if cell.startswith("%%"):
+            first, body = cell.split("\n", 1)
+            ip.run_cell_magic("store", first.split(" ", 1)[1], body)
+        else:
+            name, line = cell[1:].split(" ", 1)
+            ip.run_line_magic(name, line)
+    assert str(caught.value).endswith(usage), str(caught.value)

@@ -177,7 +177,9 @@ def _deep(depth: int) -> list:
     ("memory_remember", {"content": "x", "importance": float("nan")}, "finite"),
     ("memory_remember", {"content": "x", "force": "yes"}, "force must be a boolean"),
     ("memory_remember", {"content": "x", "scope": "project+global"}, "scope must be one of project, global, session"),
-    ("memory_remember", {"content": "x", "replace": "m-1"}, "replace 'm-1' is not in the expected form"),
+    ("memory_remember", {"content": "x", "replace": "m-1"}, "not in the expected form: Id of a memory "
+                                                            "('m-0123456789abcdef', not a section) to overwrite with "
+                                                            "this content."),
     ("memory_forget", {"id": "m-0123456789abcdef"}, "NotFound"),
     ("memory_list", {"limit": 201}, "limit must be between 1 and 200"),
     ("memory_list", {"offset": -1}, "offset must be between 0"),
