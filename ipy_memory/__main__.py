@@ -14,7 +14,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from . import _kernels
+from . import __version__, _kernels
 from ._display import one_line
 from .engine import MemoryEngine
 from .errors import InvalidArgument, IpyMemoryError
@@ -89,7 +89,7 @@ def cmd_recall(args) -> None:
 def cmd_list(args) -> None:
     with _no_embedding(args, read_only=True) as mem:
         r = mem.list_memories(scope=args.scope, limit=args.limit, offset=args.offset)
-        _print(args, {"total": r.total, "memories": r.to_dicts()}, f"{r!r}\n({len(r)} of {r.total})")
+        _print(args, {"total": r.total, "memories": r.to_dicts()}, repr(r))      # (its first line counts the page)
 
 
 def cmd_forget(args) -> None:
@@ -158,6 +158,7 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--project", help="project name (default: git remote or working directory)")
     p = argparse.ArgumentParser(prog=_prog(), description="ipy_memory: long-term memory for notebooks")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", parents=[common], help="store bundled notes in a temp dir, recall, print block and stats")
     s = sub.add_parser("store", parents=[common], help="remember TEXT ('-' reads stdin)")

@@ -69,3 +69,12 @@ def test_list_and_inspect_print_no_terminal_control_codes(tmp_path):
         out = cli(cmd, "--data-dir", d).stdout
         assert "\x1b" not in out and "\x07" not in out, (cmd, out)
         assert sum("evil" in line for line in out.splitlines()) == 1 and "second line" in out
+
+
+def test_version_and_list_text(tmp_path):
+    from ipy_memory import __version__
+    assert cli("--version").stdout.strip().endswith(__version__)
+    d = str(tmp_path / "m")
+    cli("store", "--data-dir", d, "kelp notes for the version test")
+    out = cli("list", "--data-dir", d).stdout
+    assert out.count("of 1") == 1, out          # the page was counted twice: 'memories 1–1 of 1' ... '(1 of 1)'
