@@ -50,7 +50,13 @@ def _search(engine, a: dict, meta: dict | None) -> ToolResult:
     r = engine.recall(a["query"], scope=a["scope"], project=a["project"], limit=a["limit"],
                       max_tokens=a["max_tokens"], path=a["path"])
     data = {"query": r.query, "count": len(r), "tokens": r.tokens, "hits": r.to_dicts(), "block": r.block}
-    return ToolResult("memory_search", r.block, data, value=r)
+    text = r.block
+    if not text:                # even the frame is over max_tokens: say so, not an empty string
+        found = (f"{r.candidates} {'memory' if r.candidates == 1 else 'memories'} matched" if r.candidates
+                 else "No memory matched")
+        text = (f"{found}, but no <memory-recall> block fits max_tokens={a['max_tokens']}: "
+                "search again with a larger max_tokens.")
+    return ToolResult("memory_search", text, data, value=r)
 
 
 def _remember(engine, a: dict, meta: dict | None) -> ToolResult:

@@ -116,6 +116,15 @@ def stocked(engine):
     return engine
 
 
+def test_search_tells_the_agent_when_its_budget_fits_no_excerpt(stocked):
+    # the block is empty when even its frame is over max_tokens: the model was handed an empty string
+    r = call_tool("memory_search", {"query": "who owns the sales table", "max_tokens": 20}, engine=stocked)
+    assert not r.is_error and r.data["block"] == "" and r.data["count"] == 0
+    assert "max_tokens=20" in r.text and "memories matched" in r.text and "larger max_tokens" in r.text, r.text
+    r = call_tool("memory_search", {"query": "zzqx nothing like it", "max_tokens": 20}, engine=stocked)
+    assert "No memory matched" in r.text, r.text
+
+
 def test_search_returns_block_and_data(stocked):
     r = call_tool("memory_search", {"query": "who owns the sales table", "limit": 2}, engine=stocked)
     assert isinstance(r, ToolResult) and not r.is_error
