@@ -171,13 +171,18 @@ register(ToolSpec(
     "Consolidate the project's and global memories: remove sections that repeat another section of the same "
     "space word for word, and rebuild the 'similar' links between related sections. Never deletes a memory or "
     "changes its text. Slow on a large store; run occasionally.",
-    {}, maintenance("dream"), destructive=True, requires="dream"))
+    # destructive: it removes sections from recall (kept aside, restored if their stand-in goes);
+    # idempotent: a second run with nothing changed in between removes and links nothing new
+    {}, maintenance("dream"), destructive=True, idempotent=True, requires="dream"))
 
 register(ToolSpec(
     "memory_rotate", "Rotate memory tiers",
     "Move memories unused for longer than their tier's age limit one tier colder (hot -> warm -> cold); "
     "a search hit brings one back to hot. Nothing is deleted.",
-    {}, maintenance("rotate"), destructive=True, requires="rotate"))
+    # not destructive: it only relabels documents' tiers (no row, text or vector is removed or rewritten;
+    # colder tiers are searched at int8 and rescored exactly, and a hit moves a memory back to hot);
+    # not idempotent: a second call may move a memory one more tier (one tier per call)
+    {}, maintenance("rotate"), requires="rotate"))
 
 
 # ------------------------------------------------------------------------------ export

@@ -306,10 +306,36 @@ def test_replace_schema_pattern_takes_memory_ids_only():
 
 def test_tools_that_delete_or_overwrite_are_destructive():
     mcp = {t["name"]: t["annotations"] for t in export_tools("mcp", engine=WithLifecycle())}
-    for name in ("memory_forget", "memory_remember", "memory_dream", "memory_rotate"):
+    for name in ("memory_forget", "memory_remember", "memory_dream"):
         assert mcp[name]["destructiveHint"] is True, name
+    # rotate only moves memories between tiers (test_rotate_deletes_nothing): neither read-only nor destructive,
+    # and not idempotent (each call may move a memory one tier further)
+    assert mcp["memory_rotate"] == {**mcp["memory_rotate"], "readOnlyHint": False, "destructiveHint": False,
+                                    "idempotentHint": False}
+    assert mcp["memory_dream"]["idempotentHint"] is True         # a second run changes nothing (test_lifecycle)
     for name in ("memory_search", "memory_list", "memory_stats"):
         assert mcp[name]["readOnlyHint"] is True and mcp[name]["destructiveHint"] is False, name
+
+
+def test_rotate_deletes_nothing(tmp_path):
+    """memory_rotate is annotated non-destructive: rotating every memory down to the coldest tier keeps
+    every document, section and vector, and each memory is still found (and brought back to hot)."""
+    now = [1_000_000.0]
+    with MemoryEngine(tmp_path / "m", project="p", clock=lambda: now[0]) as mem:
+        ids = [mem.remember(f"# Note {i}\nThe {word} pipeline runs on host {word}-{i}.\n## Owner\nteam {word}",
+                            ttl=10**9).id for i, word in enumerate(["alpha", "bravo", "charlie", "delta"])]
+        before = mem.store.query("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM nodes), "
+                                 "(SELECT count(*) FROM vectors)")
+        now[0] += 400 * 86_400
+        for _ in range(3):
+            r = call_tool("memory_rotate", {}, engine=mem)
+            assert not r.is_error, r.text
+        assert {t: d["documents"] for t, d in mem.tier_stats()["tiers"].items()} == {"hot": 0, "warm": 0, "cold": 4}
+        assert mem.store.query("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM nodes), "
+                               "(SELECT count(*) FROM vectors)") == before
+        for i, word in enumerate(["alpha", "bravo", "charlie", "delta"]):
+            assert mem.recall(f"{word} pipeline host")[0].document_id == ids[i]
+        assert mem.tier_stats()["tiers"]["hot"]["documents"] == 4
 
 
 def test_lifecycle_descriptions_say_what_the_engine_does():
