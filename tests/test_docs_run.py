@@ -1,4 +1,4 @@
-"""The code in README.md and docs/lifecycle.md runs, and prints what its comments say.
+"""The code in README.md, docs/lifecycle.md and docs/settings.md runs, and prints what its comments say.
 
 Each Markdown file is run top to bottom like a notebook, its blocks sharing one namespace, in a
 temporary HOME (so "~/.local/share/ipy_memory", the default data dir, is a fresh store) and working
@@ -42,7 +42,7 @@ import pytest
 import ipy_memory
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ("README.md", "docs/lifecycle.md")
+DOCS = ("README.md", "docs/lifecycle.md", "docs/settings.md")
 PLACEHOLDERS = {"m-0123456789abcdef": "sales table", "m-fedcba9876543210": "Experiment 12"}
 CODE_LANGS, TEXT_LANGS = ("python", "bash"), ("text",)
 
@@ -89,6 +89,10 @@ CHECKS = {
         "mem.rotate()": "keys",
         "mem.dream()": "keys",
         "mem.compact()": "keys",
+    },
+    "docs/settings.md": {
+        "print(mem.settings.locale)": "output",
+        "print(settings.with_(bm25_b=0.5).bm25_b)": "output",
     },
 }
 
