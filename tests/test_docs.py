@@ -1,4 +1,5 @@
-"""README's Magics and Agent tools sections document every magic, setting, tool and export format."""
+"""README and docs/ document every magic, setting, tool, export format, CLI subcommand and option, Settings field,
+MemoryEngine method and public name, with the defaults, ranges and hints the code has."""
 
 from __future__ import annotations
 
@@ -71,3 +72,120 @@ def test_every_tool_and_format_is_documented():
         assert f'export_tools("{fmt}")' in text, f"README does not show export_tools({fmt!r})"
     for word in ("call_tool(", "ToolResult", "run_tool_calls", "OpenAI", "Anthropic", "strict"):
         assert word in text
+
+
+# ------------------------------------------------------------------------------ the rest of the public surface
+ROOT = README.parent
+DOCS_TEXT = "\n".join((ROOT / p).read_text(encoding="utf-8") for p in ("README.md", "docs/lifecycle.md",
+                                                                        "docs/settings.md"))
+
+
+def _table(text: str, first: str) -> dict[str, list[str]]:
+    """Rows of the Markdown tables in `text` whose first cell is a `code` name: name -> the other cells."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        m = re.fullmatch(r"`([^`]+)`", cells[0]) if line.startswith("|") else None
+        if m and len(cells) > 1:
+            rows[m.group(1)] = cells[1:]
+    assert rows, f"no table of {first} found"
+    return rows
+
+
+def test_every_public_name_is_documented():
+    import ipy_memory
+    for name in ipy_memory.__all__:
+        assert re.search(rf"`(ipy_memory\.)?{re.escape(name)}[`(.]", DOCS_TEXT) or f"`{name}`s" in DOCS_TEXT, \
+            f"ipy_memory.{name} is exported but README.md / docs/ never name it"
+
+
+def test_every_engine_method_and_argument_is_documented():
+    import inspect
+    from ipy_memory import MemoryEngine
+    for name in dir(MemoryEngine):
+        if not name.startswith("_"):
+            assert re.search(rf"`(mem\.|engine\.)?{name}[`(=]|\bmem\.{name}\b", DOCS_TEXT), \
+                f"MemoryEngine.{name} is undocumented"
+    for name in inspect.signature(MemoryEngine).parameters:
+        assert f"{name}=" in section("engine"), f"README does not show MemoryEngine's {name}= argument"
+
+
+def test_every_cli_subcommand_and_option_is_documented():
+    from ipy_memory.__main__ import parser
+    text = README.read_text(encoding="utf-8")
+    cli = text[text.index("## Command line"):text.index("## Configuration")]
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    common = {"-h", "--help", "--data-dir", "--json", "--project"}
+    assert all(opt in cli for opt in common - {"-h", "--help"})
+    for name, p in sub.choices.items():
+        assert f"python -m ipy_memory {name}" in cli, f"README's command line block lacks the {name} subcommand"
+        for action in p._actions:
+            for opt in set(action.option_strings) - common:
+                assert opt in cli, f"README does not document {opt} of `{name}`"
+
+
+def test_every_settings_field_is_documented_with_its_default():
+    from dataclasses import MISSING, fields
+    from ipy_memory import Settings
+    from ipy_memory.config import DAY
+    rows = _table((ROOT / "docs/settings.md").read_text(encoding="utf-8"), "Settings fields")
+    assert set(rows) == {f.name for f in fields(Settings)}, "docs/settings.md's table and Settings' fields differ"
+    for f in fields(Settings):
+        if f.default is MISSING or callable(f.default):        # (token_counter: a function)
+            assert f.name in rows
+            continue
+        shown = re.fullmatch(r"`(.+)`", rows[f.name][0])
+        assert shown and eval(shown.group(1), {"DAY": DAY}) == f.default, \
+            f"docs/settings.md gives {f.name} the default {rows[f.name][0]}, Settings has {f.default!r}"
+
+
+def test_magics_settings_table_gives_the_real_defaults():
+    import ast
+    rows = _table(section("magics"), "MemoryMagics settings")
+    for name, trait in MemoryMagics.class_traits(config=True).items():
+        shown = re.fullmatch(r"`(.+)`", rows[name][0])
+        assert shown and ast.literal_eval(shown.group(1)) == trait.default_value, \
+            f"README gives MemoryMagics.{name} the default {rows[name][0]}, the trait has {trait.default_value!r}"
+
+
+def test_tools_table_gives_the_real_arguments_ranges_defaults_and_hints():
+    import json
+    rows = _table(section("tools"), "tools")
+    assert set(TOOLS) <= set(rows), "README's tool table lacks " + ", ".join(sorted(set(TOOLS) - set(rows)))
+    for name, spec in TOOLS.items():
+        args, hints = rows[name]
+        shown = dict((m.group(1), m) for m in re.finditer(
+            r"`(\w+)`(?: ([\d.]+)–([\d.]+))?(?: \(([^)]*)\))?", args))
+        assert set(shown) == set(spec.params), f"{name}: README lists {sorted(shown)}, it takes {sorted(spec.params)}"
+        for key, m in shown.items():
+            p = spec.params[key]
+            if m.group(2):
+                assert (float(m.group(2)), float(m.group(3))) == (p.minimum, p.maximum), f"{name}.{key} range"
+            default = (m.group(4) or "").strip("`")
+            if default and not default.startswith("a "):
+                effective = json.dumps(p.default).strip('"') if p.default is not None else None
+                said = default in p.description and "default" in p.description.lower()     # (replace keeps its own)
+                assert default == effective or said, f"{name}.{key}: README's default {default!r}"
+        assert ("read-only" in hints and "neither read-only" not in hints) == spec.read_only, f"{name}: {hints}"
+        assert bool(re.search(r"(?<!nor )(?<!not )\bdestructive\b", hints)) == spec.destructive, f"{name}: {hints}"
+        if not spec.read_only:
+            assert ("idempotent" in hints and "not idempotent" not in hints) == spec.idempotent, f"{name}: {hints}"
+
+
+def test_autorecall_options_and_engine_knobs_give_the_real_defaults():
+    import ast
+    import inspect
+    from ipy_memory import MemoryEngine
+    from ipy_memory.agent import AutoRecall
+    text = (ROOT / "docs/lifecycle.md").read_text(encoding="utf-8")
+    options = text[text.index("**Options**"):text.index("**Shapes**")]
+    params = dict(inspect.signature(AutoRecall).parameters)
+    params.pop("engine")
+    for name, p in params.items():
+        assert f"`{name}" in options, f"docs/lifecycle.md's AutoRecall options lack {name}"
+    for name, value in re.findall(r"`(\w+)=([^`]+)`", options):
+        assert ast.literal_eval(value) == params[name].default, f"AutoRecall {name}: doc {value}, code {params[name].default!r}"
+    knobs = re.findall(r"`mem\.(\w+)` \((\d[\d,.]*)", text)
+    assert len(knobs) >= 3
+    for name, value in knobs:
+        assert float(value.replace(",", "")) == getattr(MemoryEngine, name), f"mem.{name}: doc {value}"
