@@ -189,3 +189,25 @@ def test_autorecall_options_and_engine_knobs_give_the_real_defaults():
     assert len(knobs) >= 3
     for name, value in knobs:
         assert float(value.replace(",", "")) == getattr(MemoryEngine, name), f"mem.{name}: doc {value}"
+
+
+def test_files_the_docs_name_exist():
+    for path in ("README.md", "docs/lifecycle.md", "docs/settings.md", "BENCHMARKS.md"):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        for name in set(re.findall(r"\b(?:tests/)?test_\w+\.py|(?:benchmarks|notebooks|docs)/[\w.-]+\.(?:py|ipynb|md)",
+                                   text)):
+            assert (ROOT / name).exists() or (ROOT / "tests" / name).exists(), f"{path} names {name}, which is gone"
+
+
+def test_bad_input_counts_in_the_readme_are_the_tables():
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from test_bad_input import CASES
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    counts = (len(CASES), sum(bool(c.engine) for c in CASES), sum(bool(c.tool) for c in CASES),
+              sum(bool(c.magic) for c in CASES))
+    claim = re.search(r"one table of (\d+) cases, (\d+) of them run through `MemoryEngine`,\s+(\d+) through "
+                      r"`tools.call_tool` and (\d+) through the magics", section("reliability"))
+    assert claim and tuple(map(int, claim.groups())) == counts, f"README's bad-input counts; the table has {counts}"
