@@ -327,7 +327,11 @@ def test_docs_run(path, home, shell):
     runner = Runner(path, home, shell)
     for b in blocks(path):
         if b.lang in CODE_LANGS and not b.not_run:
-            runner.run(b)
+            try:
+                runner.run(b)
+            except Exception as exc:
+                raise AssertionError(f"{b} does not run ({type(exc).__name__}: {exc}); fix it, or mark it "
+                                     "<!-- not-run: REASON --> if it cannot run standalone") from exc
     unused = set(CHECKS.get(path, {})) - runner.checked
     assert not unused, f"CHECKS lists lines that are no longer in {path}'s run blocks: {sorted(unused)}"
 
