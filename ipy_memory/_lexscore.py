@@ -234,14 +234,19 @@ def restore(shard, data, state: dict) -> Structure | None:
 
 def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
     """Body postings of the query terms: (slots, tf, shared), `shared` marking the postings (None if
-    none) whose document has the term in every section: such a term scores them all alike."""
-    out = {}
-    share = st.may_share if shard.s.flatten_shared_terms else None
+    none) whose document has the term in every section, or whose chat line has it in its label (its
+    tf stored negated): such a term scores them all alike."""
+    out, flatten = {}, shard.s.flatten_shared_terms
+    share = st.may_share if flatten else None
     for h in qterms:
         p = shard.post.get(h)
         if p is None:
             continue
-        shared = None
+        shared = p[1] < 0                       # a chat line's label term (_labels.mark)
+        if shared.any():
+            p = p[0], np.abs(p[1])
+        if not flatten or not shared.any():
+            shared = None
         if share is not None:
             at = np.flatnonzero(share.take(p[0]))            # postings in candidate documents
             if len(at):
@@ -256,7 +261,8 @@ def node_postings(shard, st: Structure, qterms) -> dict[int, tuple]:
                     found, inverse, have = np.unique(docs, return_inverse=True, return_counts=True)
                     full = (have == shard.doc_text.view[found])[inverse]
                 if full.any():
-                    shared = np.zeros(len(p[0]), bool)
+                    if shared is None:
+                        shared = np.zeros(len(p[0]), bool)
                     shared[at[full]] = True
         out[h] = (p[0], p[1], shared)
     return out

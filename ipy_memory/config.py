@@ -43,7 +43,8 @@ class Settings:
     neighbor_weights: tuple[float, ...] = (0.5, 0.25)   # context lent by sections/turns at distance 1, 2
     context_mode: str = "columns"                      # "columns": neighbours' text as BM25 columns; "propagate": their scores
     parent_weight: float = 1.0                         # roll-up of the whole document's own score
-    flatten_shared_terms: bool = True                  # a term in every section of a document scores them alike
+    flatten_shared_terms: bool = True                  # a term in every section of a document scores them alike,
+                                                       # as a chat line's "[time] Speaker:" label scores it (_labels.py)
     title_weight: float = 0.75                         # query names a heading / speaker of the node (x)
     title_match_weight: float = 0.5                    # ... and the heading's own match (+, finds headings)
     cue_weight: float = 0.3                            # node holds the kind of answer asked for

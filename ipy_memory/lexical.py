@@ -18,7 +18,8 @@ one after another in the same session (within `sequence_window` seconds) are nei
 A term found in every section of a document (3 or more sections with text) describes the whole
 document, e.g. a chat session's date or a note's subject: it scores every section alike (as if each
 had the average length). With length normalisation it ranked a document's shortest sections first
-("Bye!" for a question naming the session's date).
+("Bye!" for a question naming the session's date). So do the terms of a chat line's label, its
+leading "[8 May 2023] Caroline: " (_labels.py), in that line.
 
 This module keeps the index (postings, per-node columns, snapshots); _lexscore.py computes the scores.
 """
@@ -32,7 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import _lexscore, _lexupdate, _text, _wordkernels
+from . import _labels, _lexscore, _lexupdate, _text, _wordkernels
 from ._columns import AscendingKeys, Column
 from ._postings import Postings
 from ._topk import unique
@@ -107,8 +108,9 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 10    # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
-                    # (9: NFKC words; no postings of removed nodes; 10: accents of Latin letters folded)
+    VERSION = 11    # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+                    # (9: NFKC words; no postings of removed nodes; 10: accents of Latin letters folded;
+                    # 11: chat lines' label terms marked, _labels.py)
     # members a recall's load leaves unchecked: each chunk is checked as it is first read (_postings)
     PIECE_MEMBERS = tuple(f"{name}.{k}" for name in _POSTINGS for k in ("slots", "tfs"))
 
@@ -217,7 +219,7 @@ class LexicalShard:
         # (the vocabulary gains their new words)
         terms, counts, distinct, self._vocab_known = index_batch(words, self._vocab, self._vocab_known)
         lengths = [len(ws) for ws in words]
-        cues, docs, prev, ranks = [], [], [], []
+        cues, docs, prev, ranks, labels = [], [], [], [], []
         new_docs: list[bool] = []                  # whether each document new to the shard has several nodes
         titles = ([], [])                          # heading and speaker postings: term hashes, slots
         doc_rank: dict[int, int] = {}              # multi-section documents in order of first appearance
@@ -232,8 +234,12 @@ class LexicalShard:
                 new_docs.append(r.doc_nodes > 1)
             docs.append(ds)
             ranks.append(doc_rank.setdefault(ds, len(doc_rank)) if r.doc_nodes > 1 else -1)
-            # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02)
-            _, speaker, message = _text.chat_parts(r.body)
+            # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02);
+            # a chat line's "[time] Speaker: " label scores as if the line had the average length
+            parts = _text.chat_parts(r.body)
+            _, speaker, message = parts
+            labels.append(_labels.label_size(_labels.line_label(r.body, parts), words[slot - base])
+                          if parts[0] or speaker else 0)
             named = _named_terms(f"{r.title} {speaker}")
             titles[0].extend(named)
             titles[1].extend([slot] * len(named))
@@ -255,7 +261,8 @@ class LexicalShard:
         self.n_docs += len(new_docs)
         np.add.at(self.doc_live.view, docs, 1)
         np.add.at(self.doc_text.view, [d for d, n in zip(docs, lengths) if n], 1)
-        self.post.append_many(terms, np.repeat(np.arange(base, base + len(rows), dtype=np.int32), distinct), counts)
+        self.post.append_many(terms, np.repeat(np.arange(base, base + len(rows), dtype=np.int32), distinct),
+                              _labels.mark(counts, distinct, labels))
         self.title_post.append_many(*titles, [1.0] * len(titles[0]))
         self.keys.extend([r.key for r in rows])
         self.doc.extend(docs)

@@ -63,7 +63,9 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
     k1, b = s.bm25_k1, s.bm25_b
     alive = [bool(shard.alive.view[x]) and shard.expires.view[x] > now for x in range(size)]
     terms = list(query_terms(query))
-    tf = {h: dict(zip(*(a.tolist() for a in shard.post.get(h)))) if shard.post.get(h) else {} for h in terms}
+    raw = {h: dict(zip(*(a.tolist() for a in shard.post.get(h)))) if shard.post.get(h) else {} for h in terms}
+    tf = {h: {x: abs(v) for x, v in raw[h].items()} for h in terms}
+    labelled = {h: {x for x, v in raw[h].items() if v < 0 and s.flatten_shared_terms} for h in terms}  # label terms
     idf = {h: bm25_idf(shard.n_alive, live_df(shard, tf[h])) for h in terms}   # forgotten nodes don't count
     doc = shard.doc.view
 
@@ -89,7 +91,7 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
         out = 0.0
         for h in terms:
             if x in tf[h]:
-                nm = k1 if shared(h, x) else k1 * (1 - b + b * shard.length.view[x] / avg)
+                nm = k1 if shared(h, x) or x in labelled[h] else k1 * (1 - b + b * shard.length.view[x] / avg)
                 out += idf[h] * (k1 + 1) * tf[h][x] / (tf[h][x] + nm)
         return out
 
@@ -107,8 +109,10 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
                 continue
             for h in terms:
                 c = sum(tf[h].get(y, 0) for y in (p, n) if y is not None and alive[y])
+                # a label's mark comes from the next neighbour holding the term, else the previous one
+                side = n if n is not None and n in tf[h] else p
                 if c:
-                    nm = k1 if shared(h, x) else k1 * (1 - b + b * clen[x] / avg)
+                    nm = k1 if shared(h, x) or side in labelled[h] else k1 * (1 - b + b * clen[x] / avg)
                     score[x] += w * idf[h] * (k1 + 1) * c / (c + nm)
     for x in range(size):
         score[x] += owns[x]
