@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._ingest import Prepared
 
 _write_modules: tuple = ()
+_END = object()          # remember_many's items are read to this
 
 
 def _write_path():
@@ -187,8 +188,10 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
         prepare = _write_path()[0].prepare
         with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
-            preps = []
-            for i, item in enumerate(items):
+            preps, items = [], v.call_back(iter, "remember_many(items)", items)
+            # (a generator of the caller's that raises: InvalidArgument, as a callback's, before anything is written)
+            while (item := v.call_back(next, "remember_many(items), reading an item", items, _END)) is not _END:
+                i = len(preps)
                 if isinstance(item, str):
                     item = {"content": item}
                 if not isinstance(item, dict):

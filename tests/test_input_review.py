@@ -179,6 +179,15 @@ def test_a_clock_that_raises_is_an_invalid_argument_and_nothing_is_written(data_
         assert [h.text for h in again.recall("orion note")] == ["first note about orion"]
 
 
+def test_remember_many_from_a_generator_that_raises_stores_nothing(mem):
+    def items():
+        yield "a first note that must not be stored"
+        raise RuntimeError("source broke")
+    e = rejected(mem, lambda: mem.remember_many(items()), r"remember_many\(items\), reading an item raised RuntimeError")
+    assert isinstance(e.__cause__, RuntimeError)
+    assert [r.stored for r in mem.remember_many(x for x in ["one", {"content": "two"}])] == [True, True]
+
+
 @pytest.mark.parametrize("value", ["now", float("nan"), None, np.array([1.0]), True])
 def test_a_clock_returning_no_time_is_refused_before_anything_is_stored(data_dir, value):
     eng = MemoryEngine(data_dir, project="p", clock=lambda: value)
