@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -27,8 +28,36 @@ DEMO_QUERIES = [
 ]
 
 
+class _OutputError(Exception):
+    """stdout cannot be written (a full disk, a closed file): a one-line error, status 1."""
+
+
 def _print(args, data, text: str) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=1, default=str) if args.json else text)
+    try:
+        print(json.dumps(data, ensure_ascii=False, indent=1, default=str) if args.json else text, flush=True)
+    except BrokenPipeError:
+        raise                   # (the reader went away, e.g. `| head`: main() ends quietly)
+    except OSError as exc:
+        raise _OutputError(f"cannot write the output: {exc}") from None
+
+
+def _utf8(value: str, what: str) -> str:
+    """A command-line argument or stdin as text: bytes that are not UTF-8 arrive as lone surrogates
+    (surrogateescape), which remember() would refuse in Python's words."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{what} is not valid UTF-8 (at character {exc.start}): convert it to UTF-8 first") from None
+    return value
+
+
+def _stdin_text() -> str:
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "surrogateescape")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgument(f"stdin is not valid UTF-8 (byte {data[exc.start:exc.start + 1]!r} at offset {exc.start}): "
+                              "convert it to UTF-8 first, e.g. with iconv") from None
 
 
 def _engine(args, **kw) -> MemoryEngine:
@@ -74,7 +103,7 @@ def cmd_demo(args) -> None:
 
 
 def cmd_store(args) -> None:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = _stdin_text() if args.text == "-" else _utf8(args.text, "TEXT")
     with _engine(args) as mem:
         r = mem.remember(text, title=args.title, scope=args.scope, force=args.force)
         _print(args, r.to_dict(), r.summary())
@@ -82,7 +111,7 @@ def cmd_store(args) -> None:
 
 def cmd_recall(args) -> None:
     with _engine(args, read_only=args.read_only) as mem:
-        r = mem.recall(args.query, scope=args.scope, limit=args.limit, max_tokens=args.max_tokens)
+        r = mem.recall(_utf8(args.query, "QUERY"), scope=args.scope, limit=args.limit, max_tokens=args.max_tokens)
         _print(args, r.to_dicts(), r.block)
 
 
@@ -197,9 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except IpyMemoryError as exc:
+    except (IpyMemoryError, _OutputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:      # (Python's advice: no traceback, and none again when stdout is flushed at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 
+from . import _validate as v
 from ._log import log
 from .embeddings import Embedder
 from .errors import InvalidArgument
@@ -254,7 +255,7 @@ class BackgroundMixin:
             if not isinstance(content, str) or not content.strip():
                 raise InvalidArgument("fire(content): content must be a non-empty str")
             kw = copy.deepcopy(kw)       # the caller may mutate its metadata dict after we return
-            if kw.get("replace") is None:     # (a replacement keeps its memory's project)
+            if kw.get("replace") is None and v.project_scoped(kw.get("scope")):     # (a replacement keeps its memory's project)
                 kw.setdefault("project", self.project)   # the project current when fired
         except Exception as exc:
             log.warning("ipy_memory: fire() ignored: %s", exc)
@@ -268,7 +269,8 @@ class BackgroundMixin:
             if not isinstance(messages, list):
                 raise InvalidArgument("fire_exchange(messages): pass a list of {'role', 'content'} dicts")
             messages, kw = copy.deepcopy(messages), copy.deepcopy(kw)
-            kw.setdefault("project", self.project)
+            if v.project_scoped(kw.get("scope")):
+                kw.setdefault("project", self.project)
         except Exception as exc:
             log.warning("ipy_memory: fire_exchange() ignored: %s", exc)
             return False
@@ -298,10 +300,10 @@ class BackgroundMixin:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every fired write is done (stored or logged as failed). False on timeout."""
         if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout or timeout < 0:
-                raise InvalidArgument(f"timeout must be None or seconds >= 0, got {timeout!r}")
-            if timeout >= threading.TIMEOUT_MAX:     # (inf, 1e300: a lock's wait would overflow) forever
-                timeout = None
+            if not v.is_real(timeout) or timeout != timeout or timeout < 0:
+                raise InvalidArgument(f"timeout must be None or seconds >= 0, got {v.shown(timeout)}")
+            # (inf, 1e300, 10**400: a lock's wait would overflow) forever; numpy's: a Python float
+            timeout = None if timeout >= threading.TIMEOUT_MAX else float(timeout)
         writer = self._writer
         if writer is None:
             return True
@@ -324,3 +326,4 @@ class BackgroundMixin:
         if writer is None or threading.current_thread() is writer.thread:
             return
         writer.stop(self.close_timeout)
+

@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import block as _block
+from . import _validate as v, block as _block
 from .errors import InvalidArgument
 from .models import Hit, RecallResult
 
@@ -118,7 +118,7 @@ def hits(cands: list, rows: dict[int, tuple], subs: dict[int, tuple], want: int,
 def _checked(count):
     """Settings.token_counter, with its answers checked: a count of tokens, or InvalidArgument."""
     def checked(text: str):
-        n = count(text)
+        n = v.call_back(count, "Settings.token_counter", text)
         if isinstance(n, bool) or not isinstance(n, numbers.Real) or not (math.isfinite(n) and n >= 0):
             raise InvalidArgument(f"Settings.token_counter must return a number of tokens (>= 0), "
                                   f"got {n!r} ({type(n).__name__}) for a text of {len(text)} characters")

@@ -106,9 +106,12 @@ class _Redactor:
 
 
 def _common(scope, project, importance, ttl, metadata):
-    return (v.scope(scope) if scope is not None else None, v.name(project, "project") if project is not None else None,
-            v.number(importance, "importance", 0.0, 1.0) if importance is not None else None, v.ttl(ttl),
-            *v.encoded_metadata(metadata))
+    scope = v.scope(scope) if scope is not None else None    # (None: a replacement's, checked by _writer)
+    project = v.name(project, "project") if project is not None else None
+    if scope is not None:
+        v.scoped_names((scope,), project)
+    return (scope, project, v.number(importance, "importance", 0.0, 1.0) if importance is not None else None,
+            v.ttl(ttl), *v.encoded_metadata(metadata))
 
 
 def prepare(item: dict, settings: Settings) -> Prepared:

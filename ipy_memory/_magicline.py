@@ -223,6 +223,12 @@ def scope_arg(value: str | None, what: str = "-s/--scope") -> str | None:
     return "+".join(s for s in SCOPES if s in parts)
 
 
+def write_scope(value: str | None) -> str | None:
+    """-s/--scope of %remember and %%store: one scope, spaces around it dropped (as %recall's -s and
+    remember()'s scope=); checked before anything is looked up."""
+    return None if value is None else v.scope(value)
+
+
 def announce(shell, cell, result, kind: str, name: str, line: str, summary: str | None = None):
     """Print the one-line summary of `result`, unless IPython is about to show it as the cell's output
     (`cell`: the running cell's ExecutionInfo, None outside a cell). Returns `result`."""

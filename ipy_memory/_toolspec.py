@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import reprlib
 import re
 from dataclasses import dataclass, field
@@ -61,15 +62,20 @@ class Param:
         """The value, converted (10.0 -> 10 for integers), or InvalidArgument saying what to pass."""
         py = _JSON_TYPES[self.type]
         ok = isinstance(value, py) and (self.type == "boolean" or not isinstance(value, bool))
-        if self.type == "integer" and isinstance(value, float) and not isinstance(value, bool) and value.is_integer():
-            value, ok = int(value), True
+        if not ok and self.type in ("integer", "number") and isinstance(value, numbers.Real) \
+                and not isinstance(value, bool):         # numpy's numbers, from Python callers: as Python's
+            value, ok = (int(value) if isinstance(value, numbers.Integral) else float(value)), True
+        if self.type == "integer" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        elif self.type == "integer" and isinstance(value, float):
+            ok = False
         if not ok:
             raise InvalidArgument(f"{name} must be {'an' if self.type == 'integer' else 'a'} {self.type}"
                                   f"{self._range()}, got {reprlib.repr(value)[:80]}")   # (bounded: any depth, cycles)
         if self.type == "number" and isinstance(value, float) and not math.isfinite(value):   # (an int may pass a float's range)
             raise InvalidArgument(f"{name} must be a finite number{self._range()}, got {value}")
         if self.enum is not None and value not in self.enum:
-            raise InvalidArgument(f"{name} must be one of {', '.join(map(str, self.enum))}; got {value!r}")
+            raise InvalidArgument(f"{name} must be one of {', '.join(map(str, self.enum))}; got {reprlib.repr(value)}")
         if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
             raise InvalidArgument(f"{name} must be{self._range()}, got {reprlib.repr(value)}")
         if self.type == "string":

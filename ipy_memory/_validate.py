@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import re
 from functools import cache
 from typing import Any
 
 from .config import SCOPES
-from .errors import InvalidArgument
+from .errors import InvalidArgument, IpyMemoryError
 
 # Ids in JSON Schema (ECMA-262) syntax, as the tool schemas publish them: anchored, since their
 # patterns search; [0-9], not \d (any Unicode digit). ID_RE is matched with fullmatch, since $ alone
@@ -46,50 +47,95 @@ def optional_text(value: Any, what: str, *, max_chars: int = 1000) -> str | None
     return text(value, what, max_chars=max_chars)
 
 
+def is_integer(value: Any) -> bool:
+    """An int of any kind (numpy's too), never a bool (numpy's bool is no number at all)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """A real number of any kind (numpy's, Fraction), never a bool; finite or not."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def integer(value: Any, what: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgument(f"{what} must be an int between {lo} and {hi}, not {type(value).__name__}")
+    """An int in [lo, hi] as a Python int: numpy integers are accepted, bools are not."""
+    if not is_integer(value):
+        raise InvalidArgument(f"{what} must be an int between {lo} and {hi}, not {_kind(value)}")
+    value = int(value)
     if not lo <= value <= hi:
         raise InvalidArgument(f"{what} must be between {lo} and {hi}, got {value}")
     return value
 
 
 def number(value: Any, what: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or isinstance(value, float) and not math.isfinite(value):
-        raise InvalidArgument(f"{what} must be a finite number between {lo} and {hi}, got {value!r}")
+    """A finite real in [lo, hi] as a Python float: numpy numbers are accepted, bools are not."""
+    try:
+        ok = is_real(value) and math.isfinite(value)
+    except (TypeError, ValueError, OverflowError):        # (a Real subclass float() rejects)
+        ok = False
+    if not ok:
+        raise InvalidArgument(f"{what} must be a finite number between {lo} and {hi}, got {shown(value)}")
     if not lo <= value <= hi:
         raise InvalidArgument(f"{what} must be between {lo} and {hi}, got {value}")
     return float(value)
 
 
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {shown(value)}" if isinstance(value, (bool, str)) else type(value).__name__
+
+
+def shown(value: Any) -> str:
+    """A bounded repr for messages: a 1 MB string or a big array is not repeated back."""
+    import reprlib
+    return reprlib.repr(value)
+
+
 def flag(value: Any, what: str) -> bool:
     if not isinstance(value, bool):
-        raise InvalidArgument(f"{what} must be True or False, not {value!r}")
+        raise InvalidArgument(f"{what} must be True or False, not {shown(value)}")
     return value
 
 
 def scope(value: Any) -> str:
-    if value not in SCOPES:
-        raise InvalidArgument(f"scope must be one of {', '.join(SCOPES)}, got {value!r}")
-    return value
+    """One scope; surrounding spaces are dropped, as recall's scopes() drops them around each part."""
+    if not isinstance(value, str) or value.strip() not in SCOPES:
+        raise InvalidArgument(f"scope must be one of {', '.join(SCOPES)} (lower case), got {shown(value)}")
+    return value.strip()
 
 
 def scopes(value: Any) -> tuple[str, ...]:
-    """'project+global' -> ('project', 'global')."""
+    """'project+global' -> ('project', 'global'); spaces around each part are dropped."""
     if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"scope must be a str such as 'project+global', got {value!r}")
+        raise InvalidArgument(f"scope must be a str such as 'project+global', got {shown(value)}")
     parts = tuple(dict.fromkeys(p.strip() for p in value.split("+")))
     for p in parts:
         if p not in SCOPES:
-            raise InvalidArgument(f"unknown scope {p!r} in {value!r}: use session, project, global "
-                                  "or a '+'-joined combination")
+            raise InvalidArgument(f"unknown scope {p[:40]!r} in {value[:80]!r}: use session, project, global "
+                                  "(lower case) or a '+'-joined combination")
     return parts
 
 
+def scoped_names(scope_parts, project: str | None, session: str | None = None) -> None:
+    """project= (session=) names the project (session) of a 'project' ('session') scope: given with a
+    scope without that part, it would be silently ignored, so it is refused."""
+    for value, part in ((project, "project"), (session, "session")):
+        if value is not None and part not in scope_parts:
+            raise InvalidArgument(f"{part}={value[:80]!r} is given, but scope {'+'.join(scope_parts)!r} has no "
+                                  f"{part!r} part, so it would be ignored: drop {part}=, or put {part!r} in the scope")
+
+
+def project_scoped(value: Any) -> bool:
+    """Whether a memory written with scope `value` (None: the default) is a project's: only those take
+    a default project (fire(), a queued capture); InvalidArgument for no scope."""
+    return value is None or scope(value) == "project"
+
+
 def ttl(value: Any) -> float | None:
-    if isinstance(value, bool):      # (False == 0 would pass as "no ttl")
-        raise InvalidArgument(f"ttl must be a number of seconds (0 or None = the scope's default), not {value!r}")
-    if value is None or value == 0:
+    if value is None:
+        return None
+    if not is_real(value):      # (False == 0 would pass as "no ttl"; an array's == is no bool)
+        raise InvalidArgument(f"ttl must be a number of seconds (0 or None = the scope's default), not {_kind(value)}")
+    if value == 0:
         return None
     return number(value, "ttl (seconds; 0 or None = the scope's default)", 0, MAX_TTL)
 
@@ -110,13 +156,64 @@ def name(value: Any, what: str) -> str:
 
 
 def path(value: Any, what: str) -> str:
-    """A file system path (str or os.PathLike) as str; InvalidArgument for other types and NUL."""
+    """A file system path (str or os.PathLike) as str; InvalidArgument for other types, an empty or
+    blank path (it would mean the working directory), NUL and what the file system cannot encode."""
     if not isinstance(value, (str, os.PathLike)):
         raise InvalidArgument(f"{what} must be a path (str or pathlib.Path), not {type(value).__name__}")
-    raw = os.fsdecode(os.fspath(value))
+    try:
+        raw = os.fsdecode(os.fspath(value))
+    except TypeError as exc:              # (a PathLike whose __fspath__ returns no str or bytes)
+        raise InvalidArgument(f"{what} must be a path (str or pathlib.Path): {exc}") from None
+    if not raw.strip():
+        raise InvalidArgument(f"{what} is empty ({raw!r}): pass a path, or leave it out (None) for the default")
     if "\x00" in raw:
         raise InvalidArgument(f"{what} {raw!r} contains a NUL character: no file can have that name")
+    try:
+        os.fsencode(raw)
+    except UnicodeError:
+        raise InvalidArgument(f"{what} {raw[:80]!r} contains characters the file system cannot encode "
+                              "(a lone surrogate?)") from None
     return raw
+
+
+def call_back(fn, what: str, *args):
+    """`fn(*args)`, a caller's own callback (a clock, Settings.token_counter): what it raises comes
+    back as InvalidArgument naming `what`, the original chained (`raise ... from`), so that every
+    public call raises ipy_memory's errors only."""
+    try:
+        return fn(*args)
+    except IpyMemoryError:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"{what} raised {type(exc).__name__}: {str(exc)[:200]}") from exc
+
+
+class Clock:
+    """A caller's clock (MemoryEngine(clock=...)), its answers checked: seconds as a finite float.
+    (A NaN would be stored as NULL and fail far from its cause; a str, in some arithmetic deep inside.)"""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self) -> float:
+        now = call_back(self.fn, "the clock (MemoryEngine(clock=...))")
+        if not is_real(now) or not math.isfinite(now):
+            raise InvalidArgument(f"the clock (MemoryEngine(clock=...)) must return seconds since the epoch as a "
+                                  f"finite number, like time.time(); it returned {shown(now)}")
+        return float(now)
+
+
+def clock(value: Any):
+    """MemoryEngine's (or AutoRecall's) clock: time.time for None, else the callable, checked (Clock)."""
+    import time
+    if value is None or value is time.time or isinstance(value, Clock):
+        return value or time.time
+    if not callable(value):
+        raise InvalidArgument(f"clock must be a callable returning seconds since the epoch, e.g. time.time, "
+                              f"not {type(value).__name__}")
+    return Clock(value)
 
 
 def memory_id(value: Any) -> tuple[str, int | None]:

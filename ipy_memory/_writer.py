@@ -9,6 +9,7 @@ from itertools import accumulate
 import numpy as np
 
 from . import _dreamed, _kernels
+from . import _validate as v
 from ._validate import json_encoder
 from ._ingest import Prepared
 from .errors import NotFound
@@ -237,6 +238,7 @@ class BatchWriter:
             raise NotFound(f"replace={p.replace!r}: no such memory (it may have been forgotten or expired)")
         space, scope, project, importance, metadata, expires = row
         p.scope = p.scope or scope
+        v.scoped_names((p.scope,), p.project)     # (project= given, scope kept: it must be a project memory)
         same = p.scope == scope
         if same and p.project is None and scope == "project":
             p.project = project

@@ -103,7 +103,7 @@ class AutoRecall:
         self.enabled = v.flag(enabled, "enabled")
         self.capture_enabled = v.flag(capture, "capture")
         self.skip_patterns = self._compile(DEFAULT_SKIP_PATTERNS if skip_patterns is None else skip_patterns)
-        self.clock = clock or getattr(engine, "clock", None)
+        self.clock = v.clock(clock) if clock is not None else getattr(engine, "clock", None)
         if not callable(self.clock):
             raise InvalidArgument("clock must be a callable returning seconds, e.g. time.time")
         self._lock = threading.RLock()
@@ -325,7 +325,9 @@ class AutoRecall:
             # an abandoned recall may still be reading the engine's indexes: the background
             # writer has its own, so writing through it cannot race that recall. What is new is
             # worked out there, when the write runs: turns queued before it are stored by then.
-            own, kw = copy.deepcopy(own), {"project": self.engine.project, **copy.deepcopy(kw)}   # as of now
+            own, kw = copy.deepcopy(own), copy.deepcopy(kw)
+            if v.project_scoped(kw.get("scope")):
+                kw.setdefault("project", self.engine.project)      # as of now
             return self.engine._fire_call(lambda engine: self._store(engine, session_id, own, kw, background=True),
                                           "capture")
         return self._store(self.engine, session_id, own, kw, background=False)

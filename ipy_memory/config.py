@@ -10,6 +10,7 @@ import math
 import numbers
 import os
 import re
+import reprlib
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from .errors import InvalidArgument
 
 DAY = 86_400.0
 SCOPES = ("session", "project", "global")
+LOCALES = ("en", "zh")        # the recall block's frame has these languages (block.FRAME)
 
 
 def _default_tokens(text: str) -> int:
@@ -88,7 +90,11 @@ class Settings:
         for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
             rule = _RULES.get(name)
             if rule is not None and not rule[0](value):
-                raise InvalidArgument(f"Settings.{name} must be {rule[1]}, not {value!r}")
+                raise InvalidArgument(f"Settings.{name} must be {rule[1]}, not {reprlib.repr(value)}")
+            if isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value) not in (int, float):   # numpy's: as Python's
+                object.__setattr__(self, name, int(value) if isinstance(value, numbers.Integral) else float(value))
+        object.__setattr__(self, "neighbor_weights", tuple(float(w) if type(w) not in (int, float) else w
+                                                           for w in self.neighbor_weights))
 
     def ttl_for(self, scope: str) -> float | None:
         return {"session": self.ttl_session, "project": self.ttl_project, "global": self.ttl_global}[scope]
@@ -106,13 +112,13 @@ def _number(lo: float, hi: float = math.inf, integer: bool = False, none: bool =
         if v is None:
             return none
         kind = numbers.Integral if integer else numbers.Real      # numpy's numbers too
-        return isinstance(v, kind) and not isinstance(v, bool) and lo <= v <= hi
+        return isinstance(v, kind) and not isinstance(v, bool) and math.isfinite(v) and lo <= v <= hi
     what = f"{'an integer' if integer else 'a number'} in [{lo}, {hi}]" + (" or None" if none else "")
     return ok, what.replace("inf]", "inf)")
 
 
 def _choice(*options):
-    return (lambda v: v in options), " or ".join(map(repr, options))
+    return (lambda v: isinstance(v, str) and v in options), "one of " + ", ".join(map(repr, options))
 
 
 _WEIGHT = _number(0.0)
@@ -132,9 +138,10 @@ _RULES = {      # Settings field -> (check, what it must be); fields not listed 
     "expand_terms": _number(0, integer=True), "candidates": _number(1, integer=True),
     "importance_weight": _WEIGHT, "recency_weight": _WEIGHT, "recency_half_life": _number(1e-9),
     "vector_index": _choice("auto", "hnsw", "exact"), "exact_threshold": _number(0, integer=True),
-    "hnsw_connectivity": _number(2, integer=True), "hnsw_expansion_add": _number(1, integer=True),
-    "hnsw_expansion_search": _number(1, integer=True), "hnsw_tail": _number(0, integer=True),
-    "locale": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    # (usearch sizes a graph's nodes by connectivity: 2**40 is "Out of memory!"; an expansion past 2**64 an overflow)
+    "hnsw_connectivity": _number(2, 1024, integer=True), "hnsw_expansion_add": _number(1, 1_000_000, integer=True),
+    "hnsw_expansion_search": _number(1, 1_000_000, integer=True), "hnsw_tail": _number(0, integer=True),
+    "locale": _choice(*LOCALES),
     "token_counter": (callable, "a callable (text -> token count)"),
 }
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ._ingest import Prepared
 
 _write_modules: tuple = ()
+_END = object()          # remember_many's items are read to this
 
 
 def _write_path():
@@ -63,7 +63,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise InvalidArgument("settings must be an ipy_memory.Settings (e.g. Settings().with_(dedup_threshold=0.9))")
         self._lock = threading.RLock()
         self.settings = settings or Settings()
-        self.clock = clock or time.time
+        self.clock = v.clock(clock)
         self.read_only = v.flag(read_only, "read_only")
         self.project = v.name(project, "project") if project is not None else default_project()
         self.session = v.name(session, "session") if session is not None else default_session()
@@ -133,17 +133,19 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
     def close(self) -> None:
         if getattr(self, "_closed", True):
             return
-        self._flush_accesses()
-        try:
-            self._close_background()
+        try:                # (whatever fails, e.g. a caller's clock, the rest is closed all the same)
+            self._flush_accesses()
         finally:
-            self._closed = True
-        try:
-            self.shards.stop_builds()
-            self.shards.save()
-        finally:
-            self.embedder.close()
-            self.store.close()
+            try:
+                self._close_background()
+            finally:
+                self._closed = True
+                try:
+                    self.shards.stop_builds()
+                    self.shards.save()
+                finally:
+                    self.embedder.close()
+                    self.store.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -161,7 +163,9 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
         return "project:" + (project or self.project)
 
     def _spaces(self, scope: str, project: str | None, session: str | None) -> list[str]:
-        return [self._space(s, project, session) for s in v.scopes(scope)]
+        parts = v.scopes(scope)
+        v.scoped_names(parts, project, session)
+        return [self._space(s, project, session) for s in parts]
 
     # ------------------------------------------------------------------------------ writing
     def remember(self, content: str, *, title: str | None = None, scope: str | None = None, project: str | None = None,
@@ -184,8 +188,10 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
         prepare = _write_path()[0].prepare
         with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
-            preps = []
-            for i, item in enumerate(items):
+            preps, items = [], v.call_back(iter, "remember_many(items)", items)
+            # (a generator of the caller's that raises: InvalidArgument, as a callback's, before anything is written)
+            while (item := v.call_back(next, "remember_many(items), reading an item", items, _END)) is not _END:
+                i = len(preps)
                 if isinstance(item, str):
                     item = {"content": item}
                 if not isinstance(item, dict):

@@ -20,7 +20,7 @@ from . import tools
 from ._formatters import ShellDisplay
 from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
                          loaded_magics, no_arguments, open_engine, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unwritable_store, without_semicolon, without_settings)
+                         split_options, unwritable_store, without_semicolon, without_settings, write_scope)
 from ._remembered import Said, misplaced_option, named_memory, replacement_metadata, store_name
 from .block import FRAME
 from .config import SCOPES
@@ -268,7 +268,7 @@ class MemoryMagics(Magics):
             text = expand_vars(self.shell, cell) if args.expand else cell
         if not text.strip():
             raise UsageError("nothing to remember: %remember TEXT, or %%remember with the note in the cell body")
-        scope = args.scope or (None if args.replace else self.scope)     # a replacement keeps its own
+        scope = _usage(write_scope, args.scope) or (None if args.replace else self.scope)     # a replacement keeps its own
         source = f"{typed} {line}" + ("" if cell is None else f"\n{cell}")
         usage = f"{typed} [options] " + ("TEXT" if cell is None else "[TITLE]")
         arguments = dict(content=text, scope=scope, project=args.project, title=args.title, ttl=args.ttl,
@@ -306,9 +306,8 @@ class MemoryMagics(Magics):
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
-        scope = args.scope or self.scope
+        scope = _usage(write_scope, args.scope) or self.scope
         meta = self.provenance("store", f"%%store {line}\n{cell}")
-        _usage(scope_arg, scope)
         replace, kept = named_memory(self.engine, name, meta) if name else (None, None)
         arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
                          replace=replace)

@@ -188,7 +188,7 @@ register(ToolSpec(
 # ------------------------------------------------------------------------------ export
 def _check_prefix(prefix: str) -> str:
     if not isinstance(prefix, str) or not re.fullmatch(r"[a-zA-Z0-9_-]*", prefix):
-        raise InvalidArgument(f"prefix must contain only letters, digits, '_' and '-', got {prefix!r}")
+        raise InvalidArgument(f"prefix must contain only letters, digits, '_' and '-', got {v.shown(prefix)}")
     longest = max(len(t) for t in TOOLS)
     if len(prefix) + longest > 64:
         raise InvalidArgument(f"prefix {prefix!r} is too long: tool names must stay within 64 characters")
@@ -206,9 +206,9 @@ def export_tools(format: str = "openai", *, prefix: str = "", engine: Any = None
     OpenAI schemas are strict-mode valid (every property required, optional ones nullable). `prefix`
     is prepended to every name (e.g. 'notes_'); pass the same prefix to `call_tool`.
     """
-    if format not in FORMATS:
-        raise InvalidArgument(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    prefix = _check_prefix(prefix)
+    if not isinstance(format, str) or format not in FORMATS:
+        raise InvalidArgument(f"format must be one of {', '.join(FORMATS)}, got {v.shown(format)}")
+    prefix, strict = _check_prefix(prefix), v.flag(strict, "strict")
     out = []
     for t in available_tools(engine):
         name = prefix + t.name

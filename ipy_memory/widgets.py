@@ -224,9 +224,10 @@ class RecallBrowser(_Static, w.VBox):
     def _recall(self, query: str):
         """(RecallResult, None) or (None, the error): the engine's recall with the boxes' scope and limit and
         the result's other arguments (which the search tool does not all take: the engine is called)."""
+        scope = self.scope_box.value      # (the result's project and session: for the scopes that have them)
+        options = {k: val for k, val in self.options.items() if k not in ("project", "session") or k in scope.split("+")}
         try:
-            return self.engine.recall(query, scope=self.scope_box.value, limit=self.limit_box.value,
-                                      **self.options), None
+            return self.engine.recall(query, scope=scope, limit=self.limit_box.value, **options), None
         except (IpyMemoryError, UsageError) as exc:     # the magics say UsageError when the store cannot open
             return None, f"Error: {type(exc).__name__}: {exc}"
 

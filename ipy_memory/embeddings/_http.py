@@ -30,6 +30,7 @@ from urllib.parse import quote, quote_plus
 import httpx
 import numpy as np
 
+from .. import _validate
 from ..errors import EmbeddingError, InvalidArgument, IpyMemoryError
 from ._limits import ACCEPT_ENCODING, BodyRefused, attempt_deadline, bind_deadline, read_body
 from .base import Embedder
@@ -79,15 +80,15 @@ class _Secret:
 
 
 def check_positive_int(owner: str, name: str, value, *, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum and value > maximum):
+    if not _validate.is_integer(value) or value < 1 or (maximum and value > maximum):
         upper = f" and at most {maximum}" if maximum else ""
-        raise InvalidArgument(f"{owner}: {name} must be an integer of at least 1{upper}, got {value!r}")
-    return value
+        raise InvalidArgument(f"{owner}: {name} must be an integer of at least 1{upper}, got {_validate.shown(value)}")
+    return int(value)
 
 
 def check_positive_float(owner: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise InvalidArgument(f"{owner}: {name} must be a positive number of seconds, got {value!r}")
+    if not _validate.is_real(value) or not math.isfinite(value) or value <= 0:
+        raise InvalidArgument(f"{owner}: {name} must be a positive number of seconds, got {_validate.shown(value)}")
     return float(value)
 
 
@@ -159,7 +160,7 @@ class HttpEmbedder(Embedder):
         self.model = check_text(owner, "model", model, "text-embedding-3-small")
         self.url, self.display_url = self._endpoint_url(base_url)
         self._key = _Secret(check_api_key(owner, api_key))
-        self._dim = None if dim is None else check_positive_int(owner, "dim", dim)
+        self._dim = None if dim is None else check_positive_int(owner, "dim", dim, maximum=65_536)
         self.batch_size = check_positive_int(
             owner, "batch_size", self.default_batch_size if batch_size is None else batch_size)
         self.max_concurrency = check_positive_int(owner, "max_concurrency", max_concurrency, maximum=32)
