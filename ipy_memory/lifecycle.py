@@ -297,10 +297,12 @@ class LifecycleMixin(AccessMixin):
 
     @locked
     def related(self, id: str, *, limit: int = 10) -> list[dict]:
-        """Nodes linked to section `id` ('m-…#n', or 'm-…' for its first section) by dream()'s edges."""
+        """Nodes linked to section `id` ('m-…#n', or 'm-…' for its first section) by dream()'s edges;
+        NotFound, as from get(), if there is no such memory or section (never stored, forgotten, expired)."""
         self._check_open()
         doc_id, ord_ = v.memory_id(id)
         limit = v.integer(limit, "limit", 1, 200)
+        self.get(id)                # (an unknown id is an error, not a memory without links)
         if not self._has_edges():
             return []
         now = self.clock()          # (an edge outlives the expiry of either end until the next dream)

@@ -3,7 +3,7 @@ dedup, recall filters and scores, dream/related, exchanges, Markdown and the tok
 
 import pytest
 
-from ipy_memory import InvalidArgument, MemoryEngine, Settings
+from ipy_memory import InvalidArgument, MemoryEngine, NotFound, Settings
 from ipy_memory.config import DAY
 
 
@@ -255,7 +255,9 @@ def test_related_never_returns_expired_memories(mem, clock):
     mem.dream()
     assert [r["document_id"] for r in mem.related(a.id)] == [b.id]     # linked while b lives
     clock[0] += 200
-    assert mem.related(a.id) == [] and mem.related(b.id) == []         # an edge made before b expired
+    assert mem.related(a.id) == []                                     # an edge made before b expired
+    with pytest.raises(NotFound):                                      # b itself is gone, as for get()
+        mem.related(b.id)
     mem.dream()
     assert mem.related(a.id) == []
     assert not mem.store.query("SELECT 1 FROM edges e JOIN nodes n ON n.key IN (e.src, e.dst) "

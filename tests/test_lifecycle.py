@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from ipy_memory import InvalidArgument, MemoryEngine, ReadOnlyError
+from ipy_memory import InvalidArgument, MemoryEngine, NotFound, ReadOnlyError
 from ipy_memory.config import DAY
 from ipy_memory.lifecycle import TierPolicy
 from conftest import T0
@@ -326,7 +326,7 @@ def test_dream_edges_repoint_cascade_and_related(mem, clock):
 
 
 def test_dream_validation_and_scope(mem):
-    mem.remember("global fact", scope="global")
+    a = mem.remember("global fact", scope="global").id
     assert set(mem.dream(scope="global")["spaces"]) == {"global"}
     assert set(mem.dream(scope="session")["spaces"]) == {"session:s1"}
     for kw in (dict(scope="everything"), dict(threshold=2), dict(neighbors=0), dict(project="../x")):
@@ -334,4 +334,7 @@ def test_dream_validation_and_scope(mem):
             mem.dream(**kw)
     with pytest.raises(InvalidArgument):
         mem.related("nope")
-    assert mem.related("m-0123456789abcdef") == []
+    with pytest.raises(NotFound):           # unknown ids are errors, as for get() and forget()
+        mem.related("m-0123456789abcdef")
+    with pytest.raises(NotFound):
+        mem.related(f"{a}#99")
