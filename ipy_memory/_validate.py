@@ -141,9 +141,11 @@ def ttl(value: Any) -> float | None:
 
 
 def name(value: Any, what: str) -> str:
-    """A project or session name: never a path that could escape the data dir."""
+    """A project or session name: never a path that could escape the data dir. Spaces around it are
+    dropped, as around a scope (' churn ' is the project 'churn', not one of its own)."""
     if not isinstance(value, str) or not value.strip():
-        raise InvalidArgument(f"{what} must be a non-empty str, got {value!r}")
+        raise InvalidArgument(f"{what} must be a non-empty str, got {shown(value)}")
+    value = value.strip()
     if len(value) > 256:
         raise InvalidArgument(f"{what} is longer than 256 characters")
     if _NAME_BAD.search(value) or not value.isascii() and _LONE_SURROGATE.search(value):

@@ -243,6 +243,17 @@ def test_remember_and_recall_both_refuse_other_spellings(mem, spelled):
     rejected(mem, lambda: mem.list_memories(scope=spelled), "lower case")
 
 
+def test_a_project_name_with_spaces_around_it_is_that_project(mem, data_dir):
+    r = mem.remember("Spaced project note about airships.", project=" churn\t")
+    assert mem.get(r.id).space == "project:churn"
+    assert [h.document_id for h in mem.recall("airships", project="churn")] == [r.id]
+    assert [h.document_id for h in mem.recall("airships", project="  churn ")] == [r.id]
+    assert [m.id for m in mem.list_memories(project=" churn")] == [r.id]
+    with MemoryEngine(data_dir, project="churn ", session="s") as other:
+        assert other.project == "churn" and [h.document_id for h in other.recall("airships")] == [r.id]
+    rejected(mem, lambda: mem.recall("orion", project=" \t "), "non-empty")
+
+
 def test_scope_of_the_wrong_type_is_an_invalid_argument(mem):
     for bad in (np.array(["project"]), ["project"], 1, b"project"):
         rejected(mem, lambda: mem.remember("never stored", scope=bad), "scope")
