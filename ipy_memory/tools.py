@@ -196,7 +196,14 @@ def _check_prefix(prefix: str) -> str:
 
 
 def available_tools(engine: Any = None) -> list[ToolSpec]:
-    """The specs offered for `engine` (default: the MemoryEngine class), in registry order."""
+    """The specs offered for `engine` (default: the MemoryEngine class), in registry order. An engine
+    lacking a method that a tool every engine offers calls is an InvalidArgument (engine=5 would have
+    exported the tools it can never run)."""
+    if engine is not None:
+        for t in TOOLS.values():
+            if t.requires is None and t.calls is not None and not callable(getattr(engine, t.calls, None)):
+                raise InvalidArgument(f"engine must be a MemoryEngine (it has no {t.calls}()), "
+                                      f"not {type(engine).__name__}")
     return [t for t in TOOLS.values() if t.available(engine)]
 
 

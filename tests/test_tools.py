@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipy_memory import MemoryEngine
+from ipy_memory import InvalidArgument, MemoryEngine
 from ipy_memory.tools import (FORMATS, TOOLS, ToolResult, available_tools, call_tool, export_tools, run_tool_calls,
                               tool_calls)
 
@@ -20,12 +20,18 @@ NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 BASE = ["memory_search", "memory_remember", "memory_forget", "memory_list", "memory_stats"]
 
 
-class NoLifecycle:
+class Core:
+    """The methods every engine has (the base tools call them)."""
+    def recall(self, *a, **k): ...
+    remember = forget = list_memories = stats = recall
+
+
+class NoLifecycle(Core):
     """Stands for an engine without dream/rotate (what the snapshots describe)."""
     dream = rotate = None
 
 
-class WithLifecycle:
+class WithLifecycle(Core):
     def dream(self):
         return {"merged": 2}
 
@@ -265,6 +271,13 @@ def test_registry_is_complete():
         assert NAME.match(spec.name) and spec.description and callable(spec.handler)
         assert not (spec.read_only and spec.destructive)
     assert [t.name for t in available_tools(NoLifecycle)] == BASE
+
+
+@pytest.mark.parametrize("engine", [5, "mem", object(), type("OnlyRecall", (), {"recall": Core.recall})()])
+def test_an_engine_without_the_base_tools_methods_is_refused(engine):
+    for call in (lambda: export_tools("mcp", engine=engine), lambda: available_tools(engine)):
+        with pytest.raises(InvalidArgument, match=r"engine must be a MemoryEngine \(it has no \w+\(\)\)"):
+            call()
 
 
 _value = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
