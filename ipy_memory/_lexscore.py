@@ -298,7 +298,9 @@ def context_columns(shard, st: Structure, lists: dict, scales: list[float], scor
                                  (2 * i, 2 * i + 1, sides + 2 * i, sides + 2 * i + 1), st.ctx_norm[i], w * scale)
 
 
-def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
+def scores(shard, st: Structure, qterms, qcues: int, aside: frozenset = frozenset()) -> np.ndarray:
+    """`aside`: query terms that name a heading/speaker only when no other query term does (the
+    names a query addresses, _text.addressee_terms)."""
     s, size = shard.s, shard.keys.size
     lists = node_postings(shard, st, qterms)
     scales = term_scales(s, lists, shard.n_alive, shard.gone()[0])    # (for own and context columns)
@@ -319,6 +321,8 @@ def scores(shard, st: Structure, qterms, qcues: int) -> np.ndarray:
             _roll_up(shard, st, docs, score)
     score = score[:size]
     titles = _lists(shard.title_post, qterms)
+    if aside and titles.keys() - aside:    # "What did Ana say to Ben?" names Ana's lines, not Ben's
+        titles = {h: p for h, p in titles.items() if h not in aside}
     if titles and (s.title_weight or s.title_match_weight):
         named = _union([x[0] for x in titles.values()])
         # into the context scratch, zero again after (a fresh array per query: 1M memories, 6 MB)

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _colscan
 from ._threads import SCANS
-from ._text import question_cues
+from ._text import addressee_terms, question_cues
 from ._topk import isin, largest_nonzero, unique
 from .config import Settings
 from .lexical import query_terms
@@ -75,6 +75,7 @@ def rank(shards, query: str, embedder, s: Settings, now: float, k: int, embed_qu
 
 def _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed) -> list[Candidate]:
     qterms, qcues = query_terms(query), question_cues(query)
+    aside = addressee_terms(query) if s.addressee_names else frozenset()
     w = s.vector_weight_semantic if embedder.semantic else s.vector_weight_hash
     qvec = (embed_query or embedder.embed_query)(query) if w > 0 else None
     pool = max(s.candidates, k)
@@ -84,7 +85,7 @@ def _rank(shards, query, embedder, s, now, k, embed_query, expand, allowed) -> l
         shard.owner.checks.start()      # snapshot checks left for later: behind the scans just queued
     expanded = expand(query) if expand is not None else None
     for shard, vector_search in zip(shards, searches):
-        lex = shard.lex.scores(qterms, qcues, now)
+        lex = shard.lex.scores(qterms, qcues, now, aside)
         if expanded:
             lex += s.expand_weight * shard.lex.scores(expanded, qcues, now)
         if allowed is not None:       # (filtered before the top is taken: other sections cannot crowd it out)

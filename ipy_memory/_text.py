@@ -288,6 +288,38 @@ def question_cues(query: str) -> int:
     return _flags(query, (_Q_NUMBER, _Q_TIME, _Q_NAME))
 
 
+@lru_cache(maxsize=None)
+def _addressee() -> re.Pattern:
+    # a preposition of the addressee, companion, beneficiary or topic, then words, joined by "," / "and" /
+    # "&" (which of them are names is decided by case); "according to Ana" names the source instead,
+    # and so do "from" and "by" ("heard from Ana", "recommended by Ana"), left out
+    return re.compile(r"(?<!according )\b(?:to|with|for|about|regarding)\s+([^\W\d_][\w'’-]*"
+                      r"(?:\s*(?:,|&|,?\s+and)\s+[^\W\d_][\w'’-]*)*)", re.I)
+
+
+def addressee_terms(query: str) -> frozenset[int]:
+    """Term hashes of the names a query gives as the addressee, companion or topic of what it asks
+    about: "Ben" in "What did Ana say to Ben?", "with Ben", "for Ben and Cy", "about Ben's job". The
+    question is about what the other person named said or did (on LoCoMo's questions naming both
+    speakers, 85% of the evidence lines are the other one's), so such a name does not count as
+    naming a line's speaker when another term of the query names one (_lexscore.scores). A name the
+    query also uses elsewhere ("Did Ben tell Ana about Ben's trip?") is not one."""
+    spans, names = [], []
+    for m in _addressee().finditer(query):
+        for word in re.split(r"\s*(?:,|&|,?\s+and)\s+", m.group(1)):
+            if not word[0].isupper():
+                break               # "for Ana and her dog": the list of names ends
+            names.append(word)
+        spans.append(m.span(1))
+    if not names:
+        return frozenset()
+    rest = query
+    for start, end in reversed(spans):
+        rest = rest[:start] + " " + rest[end:]
+    elsewhere = {term_hash(t) for t in terms(rest)}
+    return frozenset(h for w in names for t in terms(w) if (h := term_hash(t)) not in elsewhere)
+
+
 # "[2023-05-08 13:56] Alice: text", "Alice: text", "[1:56 pm on 8 May, 2023] Bob: text": the usual shape
 # of a logged chat line. The speaker is a field of its own (a query naming them boosts the line);
 # the timestamp says nothing about what kind of answer the line holds.

@@ -49,6 +49,8 @@ class Settings:
                                                        # as a chat line's "[time] Speaker:" label scores it (_labels.py)
     title_weight: float = 0.75                         # query names a heading / speaker of the node (x)
     title_match_weight: float = 0.5                    # ... and the heading's own match (+, finds headings)
+    addressee_names: bool = True                       # ... not by a name the query addresses ("say to Ben",
+                                                       # "with Ben") when another term names one (_text.addressee_terms)
     cue_weight: float = 0.3                            # node holds the kind of answer asked for
     reply_weight: float = 0.35                         # share of a question's own match lent to the next node (its answer)
     question_discount: float = 0.2                     # a node ending with a question is not an answer (x)
@@ -131,6 +133,7 @@ _RULES = {      # Settings field -> (check, what it must be); fields not listed 
                          "a tuple of numbers >= 0 (one weight per distance)"),
     "context_mode": _choice("columns", "propagate"), "parent_weight": _WEIGHT,
     "flatten_shared_terms": (lambda v: isinstance(v, bool), "True or False"),
+    "addressee_names": (lambda v: isinstance(v, bool), "True or False"),
     "title_weight": _WEIGHT, "title_match_weight": _WEIGHT, "cue_weight": _WEIGHT, "reply_weight": _WEIGHT,
     "question_discount": _number(0.0, 1.0), "sequence_window": _number(0.0),
     "vector_weight_semantic": _WEIGHT, "embed_context_chars": _number(0, integer=True),

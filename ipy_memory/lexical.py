@@ -9,6 +9,7 @@ more than one column can give. Each node is scored as
     + parent_weight * bm25(document)                                  roll-up, never a filter
     + title_match_weight * idf of the query terms found in the node's heading / speaker
     x (1 + title_weight * share of the query's idf found in the node's heading / speaker)
+      (a name the query addresses, "to/with/for/about Ben", counts only if no other term names one)
     x (1 + cue_weight) when the node holds the kind of answer asked for (number, time, name)
     x (1 - question_discount) when the node itself ends with a question: it holds no answer
 
@@ -351,11 +352,11 @@ class LexicalShard:
         self._cache = st = st or _lexscore.build(self, now)
         return st
 
-    def scores(self, qterms: Counter, qcues: int, now: float) -> np.ndarray:
-        """A score per slot (0 for no match, dead or expired nodes)."""
+    def scores(self, qterms: Counter, qcues: int, now: float, aside: frozenset = frozenset()) -> np.ndarray:
+        """A score per slot (0 for no match, dead or expired nodes); `aside`: _lexscore.scores."""
         if not self.keys.size or not qterms:
             return np.zeros(self.keys.size, np.float32)
-        return _lexscore.scores(self, self._structure(now), qterms, qcues)
+        return _lexscore.scores(self, self._structure(now), qterms, qcues, aside)
 
 
 # word -> _text.index_word(word), for every word indexed: a word table (csrc/words.c: one slot per

@@ -45,6 +45,8 @@ def corpus(rng: random.Random, late_section: bool) -> tuple[LexicalShard, list[s
     for k in rng.sample(sorted(shard.slot_of), 6):
         shard.remove(k)
     queries = [" ".join(rng.choices(WORDS + ["anna", "when", "how many"], k=rng.randint(1, 4))) for _ in range(40)]
+    # names the query addresses (_text.addressee_terms), with and without another heading/speaker named
+    queries += ["What did Anna say to Ben about kelp?", "tide with Anna", "kelp notes for Ben", "Harbour for Anna"]
     return shard, queries
 
 
@@ -67,6 +69,10 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
     tf = {h: {x: abs(v) for x, v in raw[h].items()} for h in terms}
     labelled = {h: {x for x, v in raw[h].items() if v < 0 and s.flatten_shared_terms} for h in terms}  # label terms
     idf = {h: bm25_idf(shard.n_alive, live_df(shard, tf[h])) for h in terms}   # forgotten nodes don't count
+    # an addressed name names no heading/speaker when another query term names one anywhere
+    aside = _text.addressee_terms(query) if s.addressee_names else frozenset()
+    if not {h for h in terms if shard.title_post.get(h) is not None} - aside:
+        aside = frozenset()
     doc = shard.doc.view
 
     def shared(h, x):
@@ -129,7 +135,8 @@ def reference(shard: LexicalShard, query: str, now: float) -> np.ndarray:
                     didf = bm25_idf(shard.n_docs, df)
                     nm = k1 * (1 - b + b * shard.doc_len.view[doc[x]] / avg_doc)
                     score[x] += s.parent_weight * didf * (k1 + 1) * dtf / (dtf + nm)
-        named = [h for h in terms if (tp := shard.title_post.get(h)) is not None and x in tp[0].tolist()]
+        named = [h for h in terms if (tp := shard.title_post.get(h)) is not None and x in tp[0].tolist()
+             and h not in aside]
         if named:
             score[x] += s.title_match_weight * sum(idf_title(shard, h) for h in named)
             score[x] *= 1 + s.title_weight
@@ -163,7 +170,7 @@ def test_scores_follow_the_formula(seed, late_section, mode):
     assert (shard._structure(0.0).doc_first is None) == late_section     # both roll-up paths are taken
     for now in (100.0, 200.0):                                           # before / after some expiries
         for q in queries:
-            got = shard.scores(query_terms(q), _text.question_cues(q), now)
+            got = shard.scores(query_terms(q), _text.question_cues(q), now, _text.addressee_terms(q))
             want = reference(shard, q, now)
             assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
 
@@ -177,7 +184,7 @@ def test_scores_follow_the_formula_under_other_settings(settings):
     shard, queries = corpus(random.Random(7), False)
     shard.s = Settings(**settings)
     for q in queries:
-        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0)
+        got = shard.scores(query_terms(q), _text.question_cues(q), 100.0, _text.addressee_terms(q))
         want = reference(shard, q, 100.0)
         assert np.all(np.isfinite(got))
         assert np.allclose(got, want, rtol=1e-5, atol=1e-6), (q, np.flatnonzero(~np.isclose(got, want)))
@@ -232,7 +239,7 @@ def _cached(seed: int, settings: dict, late_section: bool):
 
 def _scores_follow_the_formula(shard, queries, now: float = 100.0) -> None:
     for q in queries[:15]:
-        got = shard.scores(query_terms(q), _text.question_cues(q), now)
+        got = shard.scores(query_terms(q), _text.question_cues(q), now, _text.addressee_terms(q))
         assert np.allclose(got, reference(shard, q, now), rtol=1e-5, atol=1e-6), q
 
 

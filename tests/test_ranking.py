@@ -188,3 +188,31 @@ def test_large_scans_run_beside_the_lexical_scoring_with_the_same_answer(tmp_pat
             os._exit(code)            # never return into pytest from the child
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("query, names", [
+    ("What did Ana say to Ben?", {"ben"}), ("What did Jon say about Gina's store?", {"gina"}),
+    ("a frustration shared with Audrey and Andrew", {"audrey", "andrew"}),
+    ("trips for Mel, Jo & Cy", {"mel", "jo", "cy"}), ("hiking for Ana and her dog", {"ana"}),
+    ("According to Gina, what makes Jon a mentor?", set()),           # the source, not the addressee
+    ("What has Nate heard from Joanna?", set()), ("a book recommended by Joanna", set()),
+    ("Did Ben tell Ana about Ben's trip?", set()),                   # Ben also asks: not only addressed
+    ("how to deploy to staging", set()), ("", set())])
+def test_addressee_terms(query, names):
+    assert _text.addressee_terms(query) == {_text.term_hash(t) for n in names for t in _text.terms(n)}
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["addressee", "no-addressee"])
+def test_a_name_the_query_addresses_does_not_name_the_speaker(tmp_path, on):
+    s = Settings().with_(addressee_names=on)
+    with MemoryEngine(tmp_path / "m", project="p", session="s", settings=s) as m:
+        m.remember_exchange("catch-up", [
+            {"role": "user", "name": "Ben", "content": "My trip to the coast was great, Ana, the weather held."},
+            {"role": "user", "name": "Ana", "content": "Mine was long: the trip back took two days."},
+            {"role": "user", "name": "Ben", "content": "Oh no. Glad you made it home."},
+        ])
+        texts = [h.text for h in m.recall("What did Ana say to Ben about the trip?")]
+        # Ana said it: Ben is whom she said it to, though his line names her and the trip too
+        assert texts[0].startswith("Mine was long") is on
+        # a query naming Ben alone still names his lines
+        assert m.recall("What did Ben say about the trip?")[0].text.startswith("My trip")
