@@ -109,7 +109,7 @@ def words(text: str) -> tuple[str, ...]:
 
     A write tokenises each text twice, for the embedder and for the lexical index: the last few
     thousand short texts' words are kept, so the second time costs a lookup."""
-    return _recent_words(text) if len(text) <= 2048 else _words(text)
+    return _recent_words(text) if len(text) <= _RECENT_CHARS else _words(text)
 
 
 def _words(text: str, nfkc: bool = True) -> tuple[str, ...]:
@@ -120,9 +120,21 @@ def _words(text: str, nfkc: bool = True) -> tuple[str, ...]:
 
 def hashing_words(text: str) -> tuple[str, ...]:
     """`words` as they were before NFKC: the hashing embedder's vectors are kept in stores under its
-    name ('hash-v1-384'), so the words it hashes may not change (those of NFKC text never did)."""
+    name ('hash-v1-384'), so the words it hashes may not change (those of NFKC text never did).
+
+    A section's text is embedded as "heading path\nbody" and indexed as its body: such a text's words
+    are its first line's and then the rest's (a line break ends a word, and NFKC and lower() act
+    on each side of it alone), the rest's kept for the index (`words`), so the body is tokenised once."""
     if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        return words(text)                   # (and a write's second tokenisation is a cache lookup)
+        if "\n" not in text:
+            return words(text)               # (and a write's second tokenisation is a cache lookup)
+        got = _recent.get(text) or _older.get(text)
+        if got is None:
+            head, _, tail = text.partition("\n")
+            got = _words(head) + words(tail)
+            if len(text) <= _RECENT_CHARS:
+                _keep(text, got)             # (a one-section memory's body: the index asks for it whole)
+        return got
     return _words(text, nfkc=False)
 
 
@@ -143,7 +155,29 @@ def _words_python(text: str, nfkc: bool = True) -> tuple[str, ...]:
     return tuple(out)
 
 
-_recent_words = lru_cache(maxsize=4096)(_words)
+# The words of the last few thousand texts up to _RECENT_CHARS long, in two generations of dicts
+# (a full one becomes the older, the older is dropped): what `words` and `hashing_words` share.
+_RECENT_CHARS, _RECENT_SIZE = 2048, 4096
+_recent: dict[str, tuple[str, ...]] = {}
+_older: dict[str, tuple[str, ...]] = {}
+
+
+def _keep(text: str, got: tuple[str, ...]) -> None:
+    global _recent, _older
+    if len(_recent) >= _RECENT_SIZE:
+        _recent, _older = {}, _recent
+    _recent[text] = got
+
+
+def _recent_words(text: str) -> tuple[str, ...]:
+    """_words(text), from the recent texts' when it is there."""
+    got = _recent.get(text)
+    if got is None:
+        got = _older.get(text)
+        if got is None:
+            got = _words(text)
+        _keep(text, got)
+    return got
 
 # Bounded LRU caches are walked entry by entry by every full garbage collection, each entry's
 # objects read from wherever they lie: a few hundred thousand entries cost 100 ms a collection
