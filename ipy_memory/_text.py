@@ -112,10 +112,11 @@ def words(text: str) -> tuple[str, ...]:
     return _recent_words(text) if len(text) <= _RECENT_CHARS else _words(text)
 
 
-def _words(text: str, nfkc: bool = True) -> tuple[str, ...]:
+def _words(text: str, nfkc: bool = True, after: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The text's words followed by `after`."""
     if _kernels.text_words is not None:
-        return _kernels.text_words(text, STOP_WORDS, nfkc)    # _words_python, compiled
-    return _words_python(text, nfkc)
+        return _kernels.text_words(text, STOP_WORDS, nfkc, after)    # _words_python, compiled
+    return _words_python(text, nfkc) + after
 
 
 def hashing_words(text: str) -> tuple[str, ...]:
@@ -131,7 +132,7 @@ def hashing_words(text: str) -> tuple[str, ...]:
         got = _recent.get(text) or _older.get(text)
         if got is None:
             head, _, tail = text.partition("\n")
-            got = _words(head) + words(tail)
+            got = _words(head, True, words(tail))      # (one tuple, untracked by the GC as text_words' own)
             if len(text) <= _RECENT_CHARS:
                 _keep(text, got)             # (a one-section memory's body: the index asks for it whole)
         return got

@@ -102,12 +102,13 @@ PyObject *ascii_cues(PyObject *self, PyObject *arg)
 /* ------------------------------------------------------------------------------ words */
 
 const char text_words_doc[] = PyDoc_STR(
-"text_words(text, stop_words, nfkc=True) -> tuple\n--\n\n"
+"text_words(text, stop_words, nfkc=True, after=()) -> tuple\n--\n\n"
 "_text._words_python(text): the text NFKC-normalised and lower-cased (str.lower), its runs of CJK characters (kana,\n"
 "CJK ideographs, hangul) as character bigrams (a lone character stays itself) and its runs of other\n"
 "letters and digits (re's \\w without '_'), in order, without the tokens in the set stop_words and\n"
 "without single characters that are not digits. nfkc=False: not normalised (the hashing embedder's\n"
-"words, whose vectors a store keeps under its name).");
+"words, whose vectors a store keeps under its name). The tuple `after` follows the words (a text's\n"
+"first line's words and then those of the rest, already known).");
 
 /* Append word (a new reference, stolen) to out unless it is in stop. 0, or -1 with an exception. */
 static int keep(PyObject *out, PyObject *stop, PyObject *word, int check)
@@ -276,13 +277,14 @@ static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out, int
 
 PyObject *text_words(PyObject *self, PyObject *args)
 {
-    PyObject *text, *stop;
+    PyObject *text, *stop, *after = NULL;
     int normalize = 1;
-    if (!PyArg_ParseTuple(args, "UO!|p:text_words", &text, &PyFrozenSet_Type, &stop, &normalize))
+    if (!PyArg_ParseTuple(args, "UO!|pO!:text_words", &text, &PyFrozenSet_Type, &stop, &normalize, &PyTuple_Type, &after))
         return NULL;
     PyObject *out = PyList_New(0), *result = NULL;
     if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out)
-                                         : unicode_text_words(text, stop, out, normalize)) == 0)
+                                         : unicode_text_words(text, stop, out, normalize)) == 0
+        && (!after || PyList_SetSlice(out, PyList_GET_SIZE(out), PyList_GET_SIZE(out), after) == 0))
         result = PyList_AsTuple(out);
     /* A tuple of str can be in no reference cycle; untracked now, the cyclic GC never visits its
      * words (CPython would untrack it too, but only after a collection had read every word: the
