@@ -127,8 +127,8 @@ def hashing_words(text: str) -> tuple[str, ...]:
     are its first line's and then the rest's (a line break ends a word, and NFKC and lower() act
     on each side of it alone), the rest's kept for the index (`words`), so the body is tokenised once."""
     if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        if "\n" not in text:
-            return words(text)               # (and a write's second tokenisation is a cache lookup)
+        if "\n" not in text:               # (and a write's second tokenisation is a cache lookup)
+            return _recent_words(text) if len(text) <= _RECENT_CHARS else _words(text)
         got = _recent.get(text) or _older.get(text)
         if got is None:
             head, _, tail = text.partition("\n")
@@ -177,7 +177,10 @@ def _recent_words(text: str) -> tuple[str, ...]:
         got = _older.get(text)
         if got is None:
             got = _words(text)
-        _keep(text, got)
+        if len(_recent) < _RECENT_SIZE:
+            _recent[text] = got
+        else:
+            _keep(text, got)
     return got
 
 # Bounded LRU caches are walked entry by entry by every full garbage collection, each entry's
