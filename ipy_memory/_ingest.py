@@ -52,6 +52,8 @@ class Prepared:
     session: str | None = None         # a replacement of a session memory: that session (_writer)
 
     def embedding_texts(self, context_chars: int) -> list[str]:
+        if context_chars <= 0:     # (embedding_text without context, inline: a bulk insert's every memory)
+            return [f"{n.path}\n{n.body}" if n.path else (n.body or n.title) for n in self.nodes]
         return embedding_texts([(n.path, n.body, n.title) for n in self.nodes], context_chars)
 
     def project_name(self, default: str) -> str | None:
