@@ -16,7 +16,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from . import _kernels, _wordkernels
-from ._digests import sha256
+from ._digests import bulk_sha256, sha256
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _ASCII_TOKEN = re.compile(r"[^\W_]+")       # what the CJK-aware pattern finds in ASCII text
@@ -83,7 +83,18 @@ def normalize(text: str) -> str:
 
 def content_hash(text: str) -> str:
     """Stable hash of the normalised text (exact-duplicate detection)."""
-    return sha256(normalize(text).encode("utf-8")).hexdigest()
+    return _sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
+_sha256 = sha256       # content_hash's SHA-256: the builtin one until a bulk write asks for `bulk_digests`
+
+
+def bulk_digests() -> None:
+    """content_hash by OpenSSL's SHA-256 from now on (the same digests, faster), for a bulk write
+    long enough to pay for loading it (_digests.bulk_sha256)."""
+    global _sha256
+    if _sha256 is sha256:
+        _sha256 = bulk_sha256()
 
 
 def exchange_content(session_id: str, turns) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from ._gcpause import paused as gc_paused
 from ._locking import locked
 from ._expand import embed_new_words, expansion
 from ._recall import Candidate, rank
+from ._text import bulk_digests
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 _write_modules: tuple = ()
 _END = object()          # remember_many's items are read to this
+BULK_DIGESTS = 256       # remember_many's item from which content hashes take OpenSSL's SHA-256
 
 
 def _write_path():
@@ -192,6 +194,8 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             # (a generator of the caller's that raises: InvalidArgument, as a callback's, before anything is written)
             while (item := v.call_back(next, "remember_many(items), reading an item", items, _END)) is not _END:
                 i = len(preps)
+                if i == BULK_DIGESTS:
+                    bulk_digests()       # (a long batch pays for loading OpenSSL's faster SHA-256)
                 if isinstance(item, str):
                     item = {"content": item}
                 if not isinstance(item, dict):
