@@ -62,3 +62,26 @@ def test_a_long_batch_stores_what_single_writes_store(tmp_path, monkeypatch):
             mem.remember(it["content"], force=True)
         single = mem.store.query("SELECT content_hash FROM nodes ORDER BY key")
     assert many == single
+
+
+class _Str(str):
+    pass
+
+
+def test_text_words_with_odd_stop_sets_are_the_twins():
+    """The compiled tokenizer tests short ASCII tokens against a packed copy of the stop set: any set,
+    with upper case, long, NUL, non-ASCII, non-str or str-subclass members, gives the twin's words."""
+    from ipy_memory import _kernels
+    if _kernels.text_words is None:
+        return
+    sets = [_text.STOP_WORDS, frozenset(), frozenset({"ab", "AB", "abababababab", "a\0", "09", "é"}),
+            frozenset({"abababab", "abababa"}), frozenset({1, "ab"}), frozenset({_Str("ab")}),
+            frozenset({"x" * 9}), frozenset(f"zz{i}" for i in range(300))]
+    rng = random.Random(7)
+    parts = ["ab", "AB", "abababab", "ababababa", "the", "The", "0", "09", " ", ".", "x", "Zthe", "_", "abababababab"]
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
+        for stop in sets:
+            want = tuple(t for t in _text._ASCII_TOKEN.findall(text.lower())
+                         if t not in stop and (len(t) > 1 or t.isdigit()))
+            assert _kernels.text_words(text, stop) == want, (text, stop)
