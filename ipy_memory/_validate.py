@@ -192,6 +192,13 @@ def call_back(fn, what: str, *args):
         raise InvalidArgument(f"{what} raised {type(exc).__name__}: {str(exc)[:200]}") from exc
 
 
+def called_back_items(items, what: str):
+    """The items of a caller's iterable, read through call_back (what it raises: InvalidArgument)."""
+    items, end = call_back(iter, what, items), object()
+    while (item := call_back(next, f"{what}, reading an item", items, end)) is not end:
+        yield item
+
+
 class Clock:
     """A caller's clock (MemoryEngine(clock=...)), its answers checked: seconds as a finite float.
     (A NaN would be stored as NULL and fail far from its cause; a str, in some arithmetic deep inside.)"""

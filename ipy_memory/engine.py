@@ -34,8 +34,7 @@ if TYPE_CHECKING:
     from ._ingest import Prepared
 
 _write_modules: tuple = ()
-_END = object()          # remember_many's items are read to this
-BULK_DIGESTS = 256       # remember_many's item from which content hashes take OpenSSL's SHA-256
+BULK_DIGESTS = 256       # remember_many's item from which content hashes take OpenSSL's SHA-256 (faster)
 
 
 def _write_path():
@@ -190,12 +189,10 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
         prepare = _write_path()[0].prepare
         with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
-            preps, items = [], v.call_back(iter, "remember_many(items)", items)
-            # (a generator of the caller's that raises: InvalidArgument, as a callback's, before anything is written)
-            while (item := v.call_back(next, "remember_many(items), reading an item", items, _END)) is not _END:
-                i = len(preps)
+            preps = []       # (a caller's generator that raises: InvalidArgument, before anything is written)
+            for i, item in enumerate(items if type(items) in (list, tuple) else v.called_back_items(items, "remember_many(items)")):
                 if i == BULK_DIGESTS:
-                    bulk_digests()       # (a long batch pays for loading OpenSSL's faster SHA-256)
+                    bulk_digests()
                 if isinstance(item, str):
                     item = {"content": item}
                 if not isinstance(item, dict):
