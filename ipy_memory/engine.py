@@ -201,7 +201,9 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                     preps.append(self._prepare(item, prepare))
                 except InvalidArgument as exc:
                     raise InvalidArgument(f"item {i}: {exc}") from None
-            return self._write(preps) if preps else []
+            results = self._write(preps) if preps else []
+            del preps         # (freed before the collector is back: its first pass need not visit them)
+        return results
 
     @locked
     def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",
