@@ -17,4 +17,16 @@ try:
 except ImportError:
     from hashlib import blake2b
 
-__all__ = ["blake2b", "sha1", "sha256"]
+__all__ = ["blake2b", "bulk_sha256", "sha1", "sha256"]
+
+
+def bulk_sha256():
+    """OpenSSL's SHA-256 (the same digests, ~2.5x faster where the CPU has SHA instructions), for a
+    bulk write to switch to once it is long enough to pay for loading OpenSSL (~2 ms); the builtin
+    one where OpenSSL's is missing or refused."""
+    try:
+        from _hashlib import openssl_sha256
+        openssl_sha256(b"")              # (refused under some FIPS settings: ValueError)
+        return openssl_sha256
+    except Exception:  # noqa: BLE001  (ImportError, ValueError: keep the builtin one)
+        return sha256

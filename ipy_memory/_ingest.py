@@ -52,6 +52,8 @@ class Prepared:
     session: str | None = None         # a replacement of a session memory: that session (_writer)
 
     def embedding_texts(self, context_chars: int) -> list[str]:
+        if context_chars <= 0:     # (embedding_text without context, inline: a bulk insert's every memory)
+            return [f"{n.path}\n{n.body}" if n.path else (n.body or n.title) for n in self.nodes]
         return embedding_texts([(n.path, n.body, n.title) for n in self.nodes], context_chars)
 
     def project_name(self, default: str) -> str | None:
@@ -115,8 +117,8 @@ def _common(scope, project, importance, ttl, metadata):
 
 
 def prepare(item: dict, settings: Settings) -> Prepared:
-    unknown = set(item) - _REMEMBER_KEYS
-    if unknown:
+    if not _REMEMBER_KEYS.issuperset(item):
+        unknown = set(item) - _REMEMBER_KEYS
         raise InvalidArgument(f"unknown argument(s) {sorted(unknown)}; remember() takes {sorted(_REMEMBER_KEYS)}")
     if "content" not in item:
         raise InvalidArgument("missing 'content': the text to remember")
@@ -128,13 +130,15 @@ def prepare(item: dict, settings: Settings) -> Prepared:
         importance = 0.6 if importance is None else importance
     scope, project, importance, ttl, metadata, meta_json = _common(scope, item.get("project"), importance,
                                                                    item.get("ttl"), item.get("metadata"))
-    r = _Redactor(settings.redact == "all")
-    content, title = r.text(content), r.text(title)
-    before = r.count
-    metadata = r.meta(metadata)
-    if r.count != before:
-        meta_json = None         # redacted: the writer encodes what is left
-    redactions = r.count
+    redactions = 0
+    if settings.redact == "all":
+        r = _Redactor(True)
+        content, title = r.text(content), r.text(title)
+        before = r.count
+        metadata = r.meta(metadata)
+        if r.count != before:
+            meta_json = None         # redacted: the writer encodes what is left
+        redactions = r.count
     force = v.flag(item.get("force", False), "force")
     if replace is not None:
         doc_id, ord_ = v.memory_id(replace)

@@ -141,7 +141,8 @@ class SyncMixin:
             keys.sort()
             shard.lex.add([own[k][0] for k in keys])
             if shard.vec_loaded:
-                shard.vec.add(keys, np.stack([own[k][1] for k in keys]), cold=[cold] * len(keys))
+                vecs = own.vectors(keys) if hasattr(own, "vectors") else np.stack([own[k][1] for k in keys])
+                shard.vec.add(keys, vecs, cold=[cold] * len(keys))
             shard.lex_dirty = shard.vec_dirty = True
 
     def _apply_expiry(self, lex: LexicalShard, keys: list[int]) -> None:

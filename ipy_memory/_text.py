@@ -16,7 +16,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from . import _kernels, _wordkernels
-from ._digests import sha256
+from ._digests import bulk_sha256, sha256
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _ASCII_TOKEN = re.compile(r"[^\W_]+")       # what the CJK-aware pattern finds in ASCII text
@@ -83,7 +83,18 @@ def normalize(text: str) -> str:
 
 def content_hash(text: str) -> str:
     """Stable hash of the normalised text (exact-duplicate detection)."""
-    return sha256(normalize(text).encode("utf-8")).hexdigest()
+    return _sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
+_sha256 = sha256       # content_hash's SHA-256: the builtin one until a bulk write asks for `bulk_digests`
+
+
+def bulk_digests() -> None:
+    """content_hash by OpenSSL's SHA-256 from now on (the same digests, faster), for a bulk write
+    long enough to pay for loading it (_digests.bulk_sha256)."""
+    global _sha256
+    if _sha256 is sha256:
+        _sha256 = bulk_sha256()
 
 
 def exchange_content(session_id: str, turns) -> tuple[str, str]:
@@ -109,20 +120,33 @@ def words(text: str) -> tuple[str, ...]:
 
     A write tokenises each text twice, for the embedder and for the lexical index: the last few
     thousand short texts' words are kept, so the second time costs a lookup."""
-    return _recent_words(text) if len(text) <= 2048 else _words(text)
+    return _recent_words(text) if len(text) <= _RECENT_CHARS else _words(text)
 
 
-def _words(text: str, nfkc: bool = True) -> tuple[str, ...]:
+def _words(text: str, nfkc: bool = True, after: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The text's words followed by `after`."""
     if _kernels.text_words is not None:
-        return _kernels.text_words(text, STOP_WORDS, nfkc)    # _words_python, compiled
-    return _words_python(text, nfkc)
+        return _kernels.text_words(text, STOP_WORDS, nfkc, after)    # _words_python, compiled
+    return _words_python(text, nfkc) + after
 
 
 def hashing_words(text: str) -> tuple[str, ...]:
     """`words` as they were before NFKC: the hashing embedder's vectors are kept in stores under its
-    name ('hash-v1-384'), so the words it hashes may not change (those of NFKC text never did)."""
+    name ('hash-v1-384'), so the words it hashes may not change (those of NFKC text never did).
+
+    A section's text is embedded as "heading path\nbody" and indexed as its body: such a text's words
+    are its first line's and then the rest's (a line break ends a word, and NFKC and lower() act
+    on each side of it alone), the rest's kept for the index (`words`), so the body is tokenised once."""
     if text.isascii() or unicodedata.is_normalized("NFKC", text):
-        return words(text)                   # (and a write's second tokenisation is a cache lookup)
+        if "\n" not in text:               # (and a write's second tokenisation is a cache lookup)
+            return _recent_words(text) if len(text) <= _RECENT_CHARS else _words(text)
+        got = _recent.get(text) or _older.get(text)
+        if got is None:
+            head, _, tail = text.partition("\n")
+            got = _words(head, True, words(tail))      # (one tuple, untracked by the GC as text_words' own)
+            if len(text) <= _RECENT_CHARS:
+                _keep(text, got)             # (a one-section memory's body: the index asks for it whole)
+        return got
     return _words(text, nfkc=False)
 
 
@@ -143,7 +167,32 @@ def _words_python(text: str, nfkc: bool = True) -> tuple[str, ...]:
     return tuple(out)
 
 
-_recent_words = lru_cache(maxsize=4096)(_words)
+# The words of the last few thousand texts up to _RECENT_CHARS long, in two generations of dicts
+# (a full one becomes the older, the older is dropped): what `words` and `hashing_words` share.
+_RECENT_CHARS, _RECENT_SIZE = 2048, 4096
+_recent: dict[str, tuple[str, ...]] = {}
+_older: dict[str, tuple[str, ...]] = {}
+
+
+def _keep(text: str, got: tuple[str, ...]) -> None:
+    global _recent, _older
+    if len(_recent) >= _RECENT_SIZE:
+        _recent, _older = {}, _recent
+    _recent[text] = got
+
+
+def _recent_words(text: str) -> tuple[str, ...]:
+    """_words(text), from the recent texts' when it is there."""
+    got = _recent.get(text)
+    if got is None:
+        got = _older.get(text)
+        if got is None:
+            got = _words(text)
+        if len(_recent) < _RECENT_SIZE:
+            _recent[text] = got
+        else:
+            _keep(text, got)
+    return got
 
 # Bounded LRU caches are walked entry by entry by every full garbage collection, each entry's
 # objects read from wherever they lie: a few hundred thousand entries cost 100 ms a collection

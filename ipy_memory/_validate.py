@@ -69,6 +69,8 @@ def integer(value: Any, what: str, lo: int, hi: int) -> int:
 
 def number(value: Any, what: str, lo: float, hi: float) -> float:
     """A finite real in [lo, hi] as a Python float: numpy numbers are accepted, bools are not."""
+    if (type(value) is float or type(value) is int) and lo <= value <= hi:
+        return float(value)          # (the common case without the ABC check: NaN and inf fail the test)
     try:
         ok = is_real(value) and math.isfinite(value)
     except (TypeError, ValueError, OverflowError):        # (a Real subclass float() rejects)
@@ -190,6 +192,13 @@ def call_back(fn, what: str, *args):
         raise InvalidArgument(f"{what} raised {type(exc).__name__}: {str(exc)[:200]}") from exc
 
 
+def called_back_items(items, what: str):
+    """The items of a caller's iterable, read through call_back (what it raises: InvalidArgument)."""
+    items, end = call_back(iter, what, items), object()
+    while (item := call_back(next, f"{what}, reading an item", items, end)) is not end:
+        yield item
+
+
 class Clock:
     """A caller's clock (MemoryEngine(clock=...)), its answers checked: seconds as a finite float.
     (A NaN would be stored as NULL and fail far from its cause; a str, in some arithmetic deep inside.)"""
@@ -241,6 +250,19 @@ def json_encoder():
     return json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+@cache
+def _metadata_encoder():
+    """json_encoder()'s compiled one-shot encoder, made once (JSONEncoder.encode makes one a call:
+    half its cost for a small dict), or None without the json accelerator. No circular-reference
+    markers: _check_json_tree refuses a cycle first (as nesting deeper than METADATA_DEPTH)."""
+    from json import encoder
+    e = json_encoder()
+    if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:
+        return None
+    return encoder.c_make_encoder(None, e.default, encoder.c_encode_basestring, e.indent, e.key_separator,
+                                  e.item_separator, e.sort_keys, e.skipkeys, e.allow_nan)
+
+
 def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
     """The metadata and its JSON (as stored), or InvalidArgument."""
     if value is None:
@@ -248,8 +270,9 @@ def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:
     if not isinstance(value, dict):
         raise InvalidArgument(f"metadata must be a dict, not {type(value).__name__}")
     _check_json_tree(value)
+    fast = _metadata_encoder()
     try:
-        encoded = json_encoder().encode(value)
+        encoded = "".join(fast(value, 0)) if fast is not None else json_encoder().encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"metadata must be JSON-serialisable: {exc}") from None
     if len(encoded) > 100_000:

@@ -114,6 +114,35 @@ def new_ids(db, count: int) -> list[str]:
     return [f"m-{i:016x}" for i in range(first, first + count)]
 
 
+class Written(dict):
+    """The sections a batch wrote, {key: (NodeRow, float16 vector)}, for the indexes to take as they
+    are (Shards.sync / take_own). A vector of None is the row of a `block`: keys first, first + 1, ...
+    had the rows of one matrix, which `vectors` then slices instead of stacking row by row."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks: list[tuple[int, np.ndarray]] = []
+
+    def block(self, first: int, half: np.ndarray) -> None:
+        self.blocks.append((first, half))
+
+    def vectors(self, keys: list[int]) -> np.ndarray:
+        """The vectors of these keys (ascending, each in this dict) as one matrix."""
+        if len(self.blocks) == 1 and keys and keys[-1] - keys[0] == len(keys) - 1:
+            first, half = self.blocks[0]
+            if first <= keys[0] and keys[-1] < first + len(half):
+                return half[keys[0] - first:keys[-1] - first + 1]
+        return np.stack([self._vector(k) for k in keys])
+
+    def _vector(self, key: int) -> np.ndarray:
+        vec = self[key][1]
+        if vec is None:
+            for first, half in self.blocks:
+                if first <= key < first + len(half):
+                    return half[key - first]
+        return vec
+
+
 class BatchWriter:
     """Writes a batch inside one transaction with a few executemany calls (not several per row)."""
 
@@ -122,7 +151,7 @@ class BatchWriter:
         self.docs, self.nodes, self.vecs, self.changes = [], [], [], []
         # the nodes of new documents as the indexes take them, by key: what Shards.sync would read
         # back from SQLite after the commit (`own`)
-        self.written: dict[int, tuple[NodeRow, np.ndarray]] = {}     # (row, float16 vector)
+        self.written = Written()     # {key: (row, float16 vector)}
         self.next_key = db.execute("SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'nodes'), 0), "
                                    "COALESCE((SELECT max(key) FROM nodes), 0)").fetchone()
         self.next_key = max(self.next_key) + 1
@@ -284,22 +313,29 @@ class BatchWriter:
         """The sections of the documents written without vectors (`later`), given their vectors in
         order (those of Prepared.embedding_texts of each)."""
         half, at = _kernels.to_half(vecs), 0
+        blobs, first = encode_rows(half), self.next_key       # (one copy of the batch's bytes)
         for p, doc_id, expires in self.later:
-            self._sections(p, doc_id, expires, half[at:at + len(p.nodes)])
-            at += len(p.nodes)
+            n = len(p.nodes)
+            self._sections(p, doc_id, expires, None, blobs[at:at + n])
+            at += n
+        self.written.block(first, half)      # (the later documents are all new: a key for each row, in order)
         self.later = []
 
-    def _sections(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray) -> None:
-        for node, vec, blob in zip(p.nodes, half, encode_rows(half)):
+    def _sections(self, p: Prepared, doc_id: str, expires: float | None, half: np.ndarray | None,
+                  blobs: list[bytes] | None = None) -> None:
+        """The rows of p's sections; their vectors `half`, or (None) rows of a block of `written`."""
+        session, now, importance, count = self.e.session, self.now, p.importance, len(p.nodes)
+        keep = p.replace is None      # (a replaced document keeps its tier, which only SQLite knows)
+        for i, (node, blob) in enumerate(zip(p.nodes, encode_rows(half) if blobs is None else blobs)):
             key = self.next_key
             self.next_key += 1
             self.nodes.append((key, doc_id, node.ord, node.parent_ord, node.depth, node.path, node.title,
                                node.stored_body, node.metadata_json, node.hash))
             self.vecs.append((key, blob))
             self.changes.append((key, p.space))
-            if p.replace is None:     # (a replaced document keeps its tier, which only SQLite knows)
-                self.written[key] = (NodeRow(key, doc_id, node.ord, len(p.nodes), node.title, node.body,
-                                             self.e.session, self.now, p.importance, expires), vec)
+            if keep:
+                self.written[key] = (NodeRow(key, doc_id, node.ord, count, node.title, node.body, session, now,
+                                             importance, expires), None if half is None else half[i])
 
     def flush(self) -> None:
         db = self.db

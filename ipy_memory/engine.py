@@ -17,6 +17,7 @@ from ._gcpause import paused as gc_paused
 from ._locking import locked
 from ._expand import embed_new_words, expansion
 from ._recall import Candidate, rank
+from ._text import bulk_digests
 from ._shards import Shards
 from .lifecycle import LifecycleMixin
 from .config import Settings, default_data_dir, default_project, default_session
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from ._ingest import Prepared
 
 _write_modules: tuple = ()
-_END = object()          # remember_many's items are read to this
+BULK_DIGESTS = 256       # remember_many's item from which content hashes take OpenSSL's SHA-256 (faster)
 
 
 def _write_path():
@@ -188,10 +189,10 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
             raise InvalidArgument("remember_many takes a list of str or dicts, e.g. [{'content': '...'}]")
         prepare = _write_path()[0].prepare
         with gc_paused():       # (the batch makes no reference cycles: the collector would find nothing)
-            preps, items = [], v.call_back(iter, "remember_many(items)", items)
-            # (a generator of the caller's that raises: InvalidArgument, as a callback's, before anything is written)
-            while (item := v.call_back(next, "remember_many(items), reading an item", items, _END)) is not _END:
-                i = len(preps)
+            preps = []       # (a caller's generator that raises: InvalidArgument, before anything is written)
+            for i, item in enumerate(items if type(items) in (list, tuple) else v.called_back_items(items, "remember_many(items)")):
+                if i == BULK_DIGESTS:
+                    bulk_digests()
                 if isinstance(item, str):
                     item = {"content": item}
                 if not isinstance(item, dict):
@@ -200,7 +201,9 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                     preps.append(self._prepare(item, prepare))
                 except InvalidArgument as exc:
                     raise InvalidArgument(f"item {i}: {exc}") from None
-            return self._write(preps) if preps else []
+            results = self._write(preps) if preps else []
+            del preps         # (freed before the collector is back: its first pass need not visit them)
+        return results
 
     @locked
     def remember_exchange(self, session_id: str, messages: list[dict], *, scope: str = "project",

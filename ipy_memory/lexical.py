@@ -224,36 +224,40 @@ class LexicalShard:
         new_docs: list[bool] = []                  # whether each document new to the shard has several nodes
         titles = ([], [])                          # heading and speaker postings: term hashes, slots
         doc_rank: dict[int, int] = {}              # multi-section documents in order of first appearance
+        slot_of, doc_slot_of, doc_at, thread_last = self._slot_of, self.doc_slot_of, self._doc_at, self._thread_last
+        first_doc, window = self.doc_len.size, self.s.sequence_window
+        chat_parts, answer_cues, question_marks = _text.chat_parts, _text.answer_cues, _text.question_marks
         for slot, r in zip(slots, rows):
-            if self._slot_of is not None:
-                self._slot_of[r.key] = slot
-            ds = self.doc_slot_of.get(r.document_id)
+            if slot_of is not None:
+                slot_of[r.key] = slot
+            ds = doc_slot_of.get(r.document_id)
             if ds is None:
-                ds = self.doc_slot_of[r.document_id] = self.doc_len.size + len(new_docs)
-                if self._doc_at is not None:
-                    self._doc_at[ds] = r.document_id
+                ds = doc_slot_of[r.document_id] = first_doc + len(new_docs)
+                if doc_at is not None:
+                    doc_at[ds] = r.document_id
                 new_docs.append(r.doc_nodes > 1)
             docs.append(ds)
             ranks.append(doc_rank.setdefault(ds, len(doc_rank)) if r.doc_nodes > 1 else -1)
             # the time stays in the body: temporal questions need it (measured: moving it out cost 0.02);
             # a chat line's "[time] Speaker: " label scores as if the line had the average length
-            parts = _text.chat_parts(r.body)
-            _, speaker, message = parts
+            parts = chat_parts(r.body)
+            stamp, speaker, message = parts
             labels.append(_labels.label_size(_labels.line_label(r.body, parts), words[slot - base])
-                          if parts[0] or speaker else 0)
+                          if stamp or speaker else 0)
             named = _named_terms(f"{r.title} {speaker}")
-            titles[0].extend(named)
-            titles[1].extend([slot] * len(named))
-            cues.append(_text.answer_cues(message) | _text.question_marks(message))
+            if named:
+                titles[0].extend(named)
+                titles[1].extend([slot] * len(named))
+            cues.append(answer_cues(message) | question_marks(message))
             # neighbours: previous node of the same document, or the previous flat memory of the session
             link = -1
             if r.ord > 0 and slot > base and rows[slot - base - 1].document_id == r.document_id:
                 link = slot - 1
             elif r.doc_nodes == 1:
-                last = self._thread_last.get(r.session)
-                if last is not None and abs(r.created_at - last[1]) <= self.s.sequence_window:
+                last = thread_last.get(r.session)
+                if last is not None and abs(r.created_at - last[1]) <= window:
                     link = last[0]
-                self._thread_last[r.session] = (slot, r.created_at)
+                thread_last[r.session] = (slot, r.created_at)
             prev.append(link)
         self.doc_len.extend(np.zeros(len(new_docs)))
         self.doc_multi.extend(new_docs)

@@ -20,10 +20,16 @@ static inline uint64_t rotr(uint64_t x, int n) { return (x >> n) | (x << (64 - n
 
 static inline uint64_t load64(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t x;
+    memcpy(&x, p, 8);       /* (one load) */
+    return x;
+#else
     uint64_t x = 0;
     for (int i = 7; i >= 0; i--)
         x = (x << 8) | p[i];
     return x;
+#endif
 }
 
 #define G(a, b, c, d, x, y)                                                                                          \
@@ -38,9 +44,23 @@ static inline uint64_t load64(const uint8_t *p)
         v[b] = rotr(v[b] ^ v[c], 63);                                                                                \
     } while (0)
 
+/* One round, r a constant: the message words it takes are known at compile time (a loop over the
+ * rounds read them through SIGMA, ~2x the instructions of a hash). */
+#define ROUND(r)                                                                                                     \
+    do {                                                                                                             \
+        G(0, 4, 8, 12, m[SIGMA[r][0]], m[SIGMA[r][1]]);                                                              \
+        G(1, 5, 9, 13, m[SIGMA[r][2]], m[SIGMA[r][3]]);                                                              \
+        G(2, 6, 10, 14, m[SIGMA[r][4]], m[SIGMA[r][5]]);                                                             \
+        G(3, 7, 11, 15, m[SIGMA[r][6]], m[SIGMA[r][7]]);                                                             \
+        G(0, 5, 10, 15, m[SIGMA[r][8]], m[SIGMA[r][9]]);                                                             \
+        G(1, 6, 11, 12, m[SIGMA[r][10]], m[SIGMA[r][11]]);                                                           \
+        G(2, 7, 8, 13, m[SIGMA[r][12]], m[SIGMA[r][13]]);                                                            \
+        G(3, 4, 9, 14, m[SIGMA[r][14]], m[SIGMA[r][15]]);                                                            \
+    } while (0)
+
 /* The compression function F on one 128-byte block; `counted` is the number of bytes hashed so far
  * including this block (inputs here are far below 2^64 bytes: the counter's high word stays 0). */
-static void compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, int last)
+static inline void compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, int last)
 {
     uint64_t v[16], m[16];
     for (int i = 0; i < 16; i++)
@@ -52,17 +72,18 @@ static void compress(uint64_t h[8], const uint8_t block[128], uint64_t counted, 
     v[12] ^= counted;
     if (last)
         v[14] = ~v[14];
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *s = SIGMA[r % 10];
-        G(0, 4, 8, 12, m[s[0]], m[s[1]]);
-        G(1, 5, 9, 13, m[s[2]], m[s[3]]);
-        G(2, 6, 10, 14, m[s[4]], m[s[5]]);
-        G(3, 7, 11, 15, m[s[6]], m[s[7]]);
-        G(0, 5, 10, 15, m[s[8]], m[s[9]]);
-        G(1, 6, 11, 12, m[s[10]], m[s[11]]);
-        G(2, 7, 8, 13, m[s[12]], m[s[13]]);
-        G(3, 4, 9, 14, m[s[14]], m[s[15]]);
-    }
+    ROUND(0);
+    ROUND(1);
+    ROUND(2);
+    ROUND(3);
+    ROUND(4);
+    ROUND(5);
+    ROUND(6);
+    ROUND(7);
+    ROUND(8);
+    ROUND(9);
+    ROUND(0);        /* rounds 10 and 11 take SIGMA[0] and SIGMA[1] again */
+    ROUND(1);
     for (int i = 0; i < 8; i++)
         h[i] ^= v[i] ^ v[i + 8];
 }
@@ -228,6 +249,19 @@ int starts_cjk(PyObject *word)
     return PyUnicode_GET_LENGTH(word) > 0 && is_cjk_char(PyUnicode_READ_CHAR(word, 0));
 }
 
+/* "<" + w + ">" (PyUnicode_FromFormat parses its format each call: ~5x the work). */
+static PyObject *bracketed(PyObject *w)
+{
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(w);
+    PyObject *out = PyUnicode_New(n + 2, PyUnicode_MAX_CHAR_VALUE(w));
+    if (!out)
+        return NULL;
+    PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), 0, '<');
+    memcpy((char *)PyUnicode_DATA(out) + PyUnicode_KIND(out), PyUnicode_DATA(w), (size_t)(n * PyUnicode_KIND(w)));
+    PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), n + 1, '>');
+    return out;
+}
+
 PyObject *word_features(PyObject *self, PyObject *args)
 {
     enum { HASHES, COUNTS, SLOTS, SIGNS, N };
@@ -268,7 +302,7 @@ PyObject *word_features(PyObject *self, PyObject *args)
         }
         int ok = utf8_hash("w|", w, &h) == 0 && store_feature(h, &f) == 0;
         if (ok && !starts_cjk(w))
-            ok = (marked = PyUnicode_FromFormat("<%U>", w)) && each_gram(marked, grams, sizes, store_feature, &f) == 0;
+            ok = (marked = bracketed(w)) && each_gram(marked, grams, sizes, store_feature, &f) == 0;
         Py_XDECREF(marked);
         if (!ok) {
             Py_DECREF(batch);

@@ -102,12 +102,13 @@ PyObject *ascii_cues(PyObject *self, PyObject *arg)
 /* ------------------------------------------------------------------------------ words */
 
 const char text_words_doc[] = PyDoc_STR(
-"text_words(text, stop_words, nfkc=True) -> tuple\n--\n\n"
+"text_words(text, stop_words, nfkc=True, after=()) -> tuple\n--\n\n"
 "_text._words_python(text): the text NFKC-normalised and lower-cased (str.lower), its runs of CJK characters (kana,\n"
 "CJK ideographs, hangul) as character bigrams (a lone character stays itself) and its runs of other\n"
 "letters and digits (re's \\w without '_'), in order, without the tokens in the set stop_words and\n"
 "without single characters that are not digits. nfkc=False: not normalised (the hashing embedder's\n"
-"words, whose vectors a store keeps under its name).");
+"words, whose vectors a store keeps under its name). The tuple `after` follows the words (a text's\n"
+"first line's words and then those of the rest, already known).");
 
 /* Append word (a new reference, stolen) to out unless it is in stop. 0, or -1 with an exception. */
 static int keep(PyObject *out, PyObject *stop, PyObject *word, int check)
@@ -120,11 +121,82 @@ static int keep(PyObject *out, PyObject *stop, PyObject *word, int check)
     return bad ? -1 : 0;
 }
 
+/* The stop words as packed ASCII (up to 8 bytes, little-endian, zero-padded), for ASCII tokens to
+ * be tested before a str is made of them (most text's commonest tokens are stop words: no str, no
+ * hash for those). Built for one set at a time (the last one asked about, held); `usable` is 0 when
+ * the set holds anything but exact str (a subclass's __eq__ could answer otherwise): then every token
+ * goes through PySet_Contains, as it does when it is longer than 8 and the set has such a word. */
+#define PACKED_MAX 8
+static struct {
+    PyObject *set;
+    uint64_t slots[512];     /* 0: free (no token packs to 0) */
+    int usable, has_long;
+} stops;
+
+static uint64_t packed_slot(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 55; /* 9 bits */ }
+
+/* key's bytes (ASCII, at most PACKED_MAX) packed little-endian, as ascii_text_words packs a token. */
+static uint64_t packed_of(const unsigned char *c, Py_ssize_t n)
+{
+    uint64_t packed = 0;
+    for (Py_ssize_t j = 0; j < n; j++)
+        packed |= (uint64_t)c[j] << (8 * j);
+    return packed;
+}
+
+/* stops made for the frozenset `stop`: 0, or -1 with an exception set. */
+static int stops_for(PyObject *stop)
+{
+    if (stops.set == stop)
+        return 0;
+    PyObject *it = PyObject_GetIter(stop), *key;
+    if (!it)
+        return -1;
+    memset(stops.slots, 0, sizeof stops.slots);
+    stops.usable = PySet_GET_SIZE(stop) <= 256;
+    stops.has_long = 0;
+    while (stops.usable && (key = PyIter_Next(it))) {
+        const Py_ssize_t n = PyUnicode_CheckExact(key) ? PyUnicode_GET_LENGTH(key) : -1;
+        if (n < 0)
+            stops.usable = 0;
+        else if (n > PACKED_MAX && PyUnicode_IS_ASCII(key))
+            stops.has_long = 1;
+        else if (n > 0 && PyUnicode_IS_ASCII(key) && !memchr(PyUnicode_1BYTE_DATA(key), 0, (size_t)n)) {
+            const uint64_t packed = packed_of(PyUnicode_1BYTE_DATA(key), n);     /* (else: no ASCII token is it) */
+            uint64_t i = packed_slot(packed);
+            while (stops.slots[i] && stops.slots[i] != packed)
+                i = (i + 1) & 511;
+            stops.slots[i] = packed;
+        }
+        Py_DECREF(key);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) {
+        stops.usable = 0;
+        return -1;
+    }
+    Py_INCREF(stop);
+    Py_XSETREF(stops.set, stop);
+    return 0;
+}
+
+static int packed_stop(uint64_t packed)
+{
+    for (uint64_t i = packed_slot(packed);; i = (i + 1) & 511) {
+        if (stops.slots[i] == packed)
+            return 1;
+        if (!stops.slots[i])
+            return 0;
+    }
+}
+
 /* ASCII text: runs of letters and digits, lower-cased as they are copied (no str.lower). */
 static int ascii_text_words(PyObject *text, PyObject *stop, PyObject *out)
 {
     const unsigned char *s = PyUnicode_1BYTE_DATA(text);
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (stops_for(stop) < 0)
+        return -1;
     for (Py_ssize_t i = 0; i < n;) {
         if (!is_letter(s[i]) && !is_digit(s[i])) {
             i++;
@@ -133,15 +205,28 @@ static int ascii_text_words(PyObject *text, PyObject *stop, PyObject *out)
         const Py_ssize_t start = i;
         while (i < n && (is_letter(s[i]) || is_digit(s[i])))
             i++;
-        if (i - start == 1 && !is_digit(s[start]))
+        const Py_ssize_t len = i - start;
+        if (len == 1 && !is_digit(s[start]))
             continue;
-        PyObject *word = PyUnicode_New(i - start, 127);
+        int check = 1;
+        if (stops.usable) {
+            if (len <= PACKED_MAX) {
+                unsigned char low[PACKED_MAX];
+                for (Py_ssize_t j = 0; j < len; j++)
+                    low[j] = is_upper(s[start + j]) ? (unsigned char)(s[start + j] | 0x20) : s[start + j];
+                if (packed_stop(packed_of(low, len)))
+                    continue;
+                check = 0;
+            } else
+                check = stops.has_long;
+        }
+        PyObject *word = PyUnicode_New(len, 127);
         if (!word)
             return -1;
         Py_UCS1 *w = PyUnicode_1BYTE_DATA(word);
         for (Py_ssize_t j = start; j < i; j++)
             w[j - start] = is_upper(s[j]) ? (Py_UCS1)(s[j] | 0x20) : s[j];
-        if (keep(out, stop, word, 1) < 0)
+        if (keep(out, stop, word, check) < 0)
             return -1;
     }
     return 0;
@@ -276,13 +361,14 @@ static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out, int
 
 PyObject *text_words(PyObject *self, PyObject *args)
 {
-    PyObject *text, *stop;
+    PyObject *text, *stop, *after = NULL;
     int normalize = 1;
-    if (!PyArg_ParseTuple(args, "UO!|p:text_words", &text, &PyFrozenSet_Type, &stop, &normalize))
+    if (!PyArg_ParseTuple(args, "UO!|pO!:text_words", &text, &PyFrozenSet_Type, &stop, &normalize, &PyTuple_Type, &after))
         return NULL;
     PyObject *out = PyList_New(0), *result = NULL;
     if (out && (PyUnicode_IS_ASCII(text) ? ascii_text_words(text, stop, out)
-                                         : unicode_text_words(text, stop, out, normalize)) == 0)
+                                         : unicode_text_words(text, stop, out, normalize)) == 0
+        && (!after || PyList_SetSlice(out, PyList_GET_SIZE(out), PyList_GET_SIZE(out), after) == 0))
         result = PyList_AsTuple(out);
     /* A tuple of str can be in no reference cycle; untracked now, the cyclic GC never visits its
      * words (CPython would untrack it too, but only after a collection had read every word: the
