@@ -7,7 +7,7 @@ import unicodedata
 import numpy as np
 
 from ipy_memory import MemoryEngine, _digests, _text
-from ipy_memory._writer import Written
+from ipy_memory._written import Written
 
 _PIECES = list("abcXYZ019 _-.\n\t'") + ["Σ", "σ", "ς", "é", "e\u0301", "東", "京", "タ", "ワ", "ー", "ﬁ", "Ａ",
                                         "İ", "ß", "\u0301", "ǅ", "Ⅻ", "①", "한", "\u3000", "’", "n't"]

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ipy_memory"
 LAYERS = [
     # 0: vocabulary and helpers that know nothing of storage or search
     {"errors", "config", "models", "block", "redact", "_display", "_columns", "_topk", "_kernels", "_wordkernels", "_crc",
-     "_npz", "_snapchecks", "_postings", "_markdown", "_locking", "_gcpause", "_text", "_labels", "_validate", "demo_notes",
+     "_npz", "_snapchecks", "_postings", "_markdown", "_locking", "_gcpause", "_text", "_labels", "_written", "_validate", "demo_notes",
      "_log", "_threads", "_digests", "_zipdir", "_pages", "_captured", "_acks", "_messages"},
     # 1: embeddings, storage and the indexes
     {"embeddings", "store", "vectors", "lexical", "_colscan", "_colsnap", "_lowtier", "_native", "_expand", "_lexscore",
