@@ -326,4 +326,3 @@ class BackgroundMixin:
         if writer is None or threading.current_thread() is writer.thread:
             return
         writer.stop(self.close_timeout)
-

@@ -257,10 +257,13 @@ def _metadata_encoder():
     markers: _check_json_tree refuses a cycle first (as nesting deeper than METADATA_DEPTH)."""
     from json import encoder
     e = json_encoder()
-    if encoder.c_make_encoder is None or encoder.c_encode_basestring is None:
+    try:     # (a private constructor: where its signature or output differs, the public path is kept)
+        fast = encoder.c_make_encoder(None, e.default, encoder.c_encode_basestring, e.indent, e.key_separator,
+                                      e.item_separator, e.sort_keys, e.skipkeys, e.allow_nan)
+        probe = {"a": [1, 2.5, None, True, "é\n"], "b": {"c": ""}}
+        return fast if "".join(fast(probe, 0)) == e.encode(probe) else None
+    except Exception:  # noqa: BLE001  (AttributeError, TypeError: no such encoder here)
         return None
-    return encoder.c_make_encoder(None, e.default, encoder.c_encode_basestring, e.indent, e.key_separator,
-                                  e.item_separator, e.sort_keys, e.skipkeys, e.allow_nan)
 
 
 def encoded_metadata(value: Any) -> tuple[dict | None, str | None]:

@@ -85,3 +85,33 @@ def test_text_words_with_odd_stop_sets_are_the_twins():
             want = tuple(t for t in _text._ASCII_TOKEN.findall(text.lower())
                          if t not in stop and (len(t) > 1 or t.isdigit()))
             assert _kernels.text_words(text, stop) == want, (text, stop)
+
+
+def test_metadata_encoder_falls_back_when_the_private_constructor_differs(monkeypatch):
+    """The compiled one-shot JSON encoder is CPython's private API: a Python whose constructor takes
+    other arguments (or has none) must keep encoding metadata through the public encoder."""
+    from json import encoder
+    from ipy_memory import _validate
+
+    real = encoder.c_make_encoder      # (the public encoder uses it too, with markers: a dict)
+
+    def other_signature(markers, *args):
+        if markers is None:
+            raise TypeError("c_make_encoder() takes 10 arguments")
+        return real(markers, *args)
+
+    def other_output(markers, *args):
+        return real(markers, *args) if markers is not None else (lambda obj, level: iter(["{}"]))
+
+    meta = {"k": ["é", 1, 2.5, None], "n": {"x": True}}
+    want = _validate.json_encoder().encode(meta)
+    for replacement in (other_signature, other_output):
+        monkeypatch.setattr(encoder, "c_make_encoder", replacement)
+        _validate._metadata_encoder.cache_clear()
+        try:
+            assert _validate._metadata_encoder() is None
+            assert _validate.encoded_metadata(meta) == (meta, want)
+        finally:
+            _validate._metadata_encoder.cache_clear()
+    monkeypatch.undo()
+    assert _validate._metadata_encoder() is not None     # (CPython 3.11 here: the fast one)
