@@ -109,9 +109,9 @@ class LexicalShard:
     _COLUMNS = ("keys", "doc", "length", "alive", "prev", "next", "cues", "created", "importance", "expires",
                 "doc_len", "doc_multi", "doc_live", "doc_text")
     _POSTINGS = ("post", "title_post", "doc_post")
-    VERSION = 11    # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
+    VERSION = 12    # bump when tokenisation or the snapshot layout changes: old snapshots are rebuilt
                     # (9: NFKC words; no postings of removed nodes; 10: accents of Latin letters folded;
-                    # 11: chat lines' label terms marked, _labels.py)
+                    # 11: chat lines' label terms marked, _labels.py; 12: informal forms, _text._IRREGULAR)
     # members a recall's load leaves unchecked: each chunk is checked as it is first read (_postings)
     PIECE_MEMBERS = tuple(f"{name}.{k}" for name in _POSTINGS for k in ("slots", "tfs"))
 

@@ -7,7 +7,7 @@ from ipy_memory._expand import expansion
 from ipy_memory._npz import load_npz, write_npz
 from ipy_memory.lexical import LexicalShard, NodeRow
 
-SENSES = {"kids": 1, "children": 1, "child": 1, "pets": 2, "dog": 2, "dogs": 2}   # same sense, same axis
+SENSES = {"youngsters": 1, "children": 1, "child": 1, "pets": 2, "dog": 2, "dogs": 2}   # same sense, same axis
 
 
 class WordSenseModel(Embedder):
@@ -35,7 +35,7 @@ class WordSenseModel(Embedder):
         return out
 
 
-NOTES = ["My kids love the beach in summer.", "The boiler needs a service in March.",
+NOTES = ["My youngsters love the beach in summer.", "The boiler needs a service in March.",
          "Our dog sleeps by the radiator.", "Quarterly numbers are due on Friday."]
 LEXICAL_ONLY = Settings(vector_weight_semantic=0.0)     # so only words (and their expansions) can match
 
@@ -60,13 +60,13 @@ def test_expansion_never_adds_the_query_words_own_stem_and_respects_its_limits(t
     with MemoryEngine(tmp_path, project="p", embedder=WordSenseModel(), settings=LEXICAL_ONLY) as mem:
         mem.remember_many([{"content": n} for n in NOTES] + [{"content": "a child and two dogs"}])
         shards = [mem.shards.get(s) for s in mem._spaces("project", None, None)]
-        got = expansion(mem, shards, "kid")
-        assert _text.term_hash(_text.stem("kids")) not in got            # "kid" is "kids"' own stem
+        got = expansion(mem, shards, "youngster")
+        assert _text.term_hash(_text.stem("youngsters")) not in got            # "youngster" is "youngsters"' own stem
         assert _text.term_hash("child") in got and len(got) <= 2          # expand_terms = 2 per word
         mem.settings = LEXICAL_ONLY.with_(expand_threshold=0.9999)
-        assert not expansion(mem, shards, "kid")
+        assert not expansion(mem, shards, "youngster")
         mem.settings = LEXICAL_ONLY.with_(expand_terms=0)
-        assert not expansion(mem, shards, "kid")
+        assert not expansion(mem, shards, "youngster")
 
 
 def test_offline_embedder_expands_nothing(tmp_path):
@@ -79,7 +79,7 @@ def test_words_are_embedded_when_written(tmp_path):
     model = WordSenseModel()
     with MemoryEngine(tmp_path, project="p", embedder=model, settings=LEXICAL_ONLY) as mem:
         mem.remember_many([{"content": n} for n in NOTES])
-        assert "beach" in model.seen and "kids" in model.seen            # each word, once, at write time
+        assert "beach" in model.seen and "youngsters" in model.seen            # each word, once, at write time
         seen = len(model.seen)
         assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
         assert model.seen[seen:] == ["children", "enjoy"]      # only the query's words the store lacks
@@ -92,11 +92,11 @@ def test_an_older_stores_words_are_embedded_once_by_a_recall(tmp_path):
     first = WordSenseModel()
     with MemoryEngine(tmp_path, project="p", embedder=first, settings=LEXICAL_ONLY) as mem:
         assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
-        assert "beach" in first.seen and "kids" in first.seen            # the vocabulary, at the first recall
+        assert "beach" in first.seen and "youngsters" in first.seen            # the vocabulary, at the first recall
     again = WordSenseModel()
     with MemoryEngine(tmp_path, project="p", embedder=again, settings=LEXICAL_ONLY) as mem:
         assert top(mem, "what do the children enjoy", LEXICAL_ONLY) == NOTES[0]
-        assert "beach" not in again.seen and "kids" not in again.seen    # kept in SQLite by that recall
+        assert "beach" not in again.seen and "youngsters" not in again.seen    # kept in SQLite by that recall
 
 
 def test_vocabulary_and_document_ids_survive_a_snapshot(tmp_path):
@@ -105,7 +105,7 @@ def test_vocabulary_and_document_ids_survive_a_snapshot(tmp_path):
     shard.add([NodeRow(key=i, document_id=f"d{i}-ü文", ord=0, doc_nodes=1, title="", body=n, session="s",
                        created_at=0.0, importance=0.5, expires_at=None) for i, n in enumerate(notes)])
     vocab = shard.vocabulary()
-    assert vocab[_text.term_hash(_text.stem("kids"))] == "kids" and _text.term_hash("in") not in vocab
+    assert vocab[_text.term_hash(_text.stem("youngsters"))] == "youngsters" and _text.term_hash("in") not in vocab
     assert any(not w.isascii() for w in vocab.values())
     write_npz(tmp_path / "lex.npz", shard.snapshot())           # (UTF-8 bytes in the file)
     loaded = LexicalShard.from_snapshot(load_npz(tmp_path / "lex.npz"), Settings())

@@ -97,7 +97,7 @@ FILLER = [f"[{i % 28 + 1} May 2023] Ana: the amber lantern number {i}" for i in 
 
 def test_a_snapshot_written_before_the_labels_is_rebuilt(tmp_path, monkeypatch):
     """Snapshot version 10 held unmarked label postings: this code rebuilds it from SQLite."""
-    assert LexicalShard.VERSION == 11
+    assert LexicalShard.VERSION == 12
     with monkeypatch.context() as old:
         old.setattr(LexicalShard, "VERSION", 10)
         old.setattr(_labels, "mark", lambda counts, distinct, sizes: counts.astype(np.float32))

@@ -216,3 +216,11 @@ def test_a_name_the_query_addresses_does_not_name_the_speaker(tmp_path, on):
         assert texts[0].startswith("Mine was long") is on
         # a query naming Ben alone still names his lines
         assert m.recall("What did Ben say about the trip?")[0].text.startswith("My trip")
+
+
+def test_a_question_in_neutral_words_finds_the_chat_line_in_informal_ones(tmp_path):
+    lines = [f"[8 May 2023] Ana: the lake was cold, day {i}" for i in range(6)]
+    lines.insert(3, "[8 May 2023] Ana: my fave pic of the kids is the one from the lake")
+    with MemoryEngine(tmp_path / "m", project="p") as m:
+        m.remember_many([{"content": t, "force": True} for t in lines])
+        assert "fave pic" in m.recall("What is Ana's favorite picture of her children at the lake?")[0].text

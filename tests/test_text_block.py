@@ -38,6 +38,15 @@ def test_irregular_forms_meet_their_base_word():
     assert _text.terms("left found") == ["left", "found"]
 
 
+def test_informal_forms_meet_the_neutral_word():
+    # chat's clipped and everyday words meet the word a question uses
+    assert (_text.terms("kids fave pics mom dad pups bday convo")
+            == _text.terms("children favorite pictures mother father puppies birthday conversation"))
+    assert _text.terms("my favourite vid") == _text.terms("my favorite video")
+    # a word that only begins like one is left alone
+    assert _text.terms("picnic kidding fame") == ["picnic", "kid", "fame"]
+
+
 def test_negation_is_not_a_word_of_its_own():
     assert _text.terms("I won't. Didn\u2019t she? We can't") == ["not", "not", "not"]
     assert "win" not in _text.terms("I won't")
