@@ -61,3 +61,10 @@ def test_every_data_file_of_the_package_is_package_data():
             owner = owner.rsplit(".", 1)[0]
         base = pkg.joinpath(*owner.split(".")[1:])
         assert any(path.relative_to(base).match(g) for g in globs.get(owner, ())), f"{rel} is no package-data"
+
+
+def test_the_version_is_written_once():
+    """The distribution's version is ipy_memory.__version__ (what --version prints), not a second copy."""
+    pyproject = _pyproject()
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ipy_memory.__version__"}
