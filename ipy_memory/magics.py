@@ -184,8 +184,9 @@ class MemoryMagics(Magics):
         self.close_engine()
 
     def _put(self, kind: str, name: str, fn) -> None:
-        try:
-            self.shell.magics_manager.find(kind, name)   # IPython 9 keeps builtins as lazy placeholders: resolve first
+        find = getattr(self.shell.magics_manager, "find", None)   # IPython 9 keeps builtins as lazy
+        try:                                                       # placeholders: resolve first (not 8)
+            find and find(kind, name)
         except UsageError:
             pass
         self._table.put(kind, name, fn)

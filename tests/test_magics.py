@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+import IPython
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -117,6 +118,8 @@ def test_store_cell_magic_names_replace(ip):
 
 
 def test_ipython_line_store_keeps_working(ip):
+    if IPython.version_info[0] < 9:     # IPython 8's %store stores nothing without pickleshare
+        pytest.importorskip("pickleshare")
     ip.run_line_magic("load_ext", "storemagic")
     ip.user_ns["answer"] = 41
     ip.run_line_magic("store", "answer")
@@ -181,6 +184,17 @@ def _behaves_like_ipython_recall(shell, name="recall") -> bool:
     shell.user_ns["_"] = "previous value"
     shell.run_line_magic(name, "")
     return shell.rl_next_input == "previous value"
+
+
+@pytest.mark.skipif(IPython.version_info[0] >= 9, reason="IPython 8 (pip install 'ipython<9')")
+def test_loads_on_ipython_8(bare, tmp_path):
+    """IPython 8 (the newest there is for Python 3.10) has no MagicsManager.find (its magics are all
+    loaded up front): %load_ext ipy_memory raised AttributeError there. IPython 9 calls find itself,
+    so it cannot be taken away to try this there."""
+    load(bare, tmp_path)
+    assert bare.run_line_magic("remember", "The GPU box is called orion").stored
+    assert bare.run_line_magic("recall", "gpu box")[0].text == "The GPU box is called orion"
+    assert _behaves_like_ipython_recall(bare, "rep")
 
 
 def test_unload_restores_recall_rep_store(bare, tmp_path):
