@@ -24,16 +24,17 @@ from ._written import Written
 # A batch of at least this many sections inserts them from a second thread while the indexes take
 # them: one INSERT ... SELECT FROM json_each(?) per table runs in SQLite without the GIL, where
 # executemany takes it back for every row (and so gets next to nothing done beside busy Python).
+# The JSON is bound as UTF-8 bytes (rows_utf8) and read as the text it is: CAST(? AS TEXT).
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
 _NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
-              f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(?)")
+              f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(CAST(? AS TEXT))")
 _DOCS_SQL = ("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
              "importance, metadata, created_at, updated_at, accessed_at, expires_at) SELECT "
-             + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(?1)")
-_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(?1)"
-_CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(?)"
+             + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(CAST(?1 AS TEXT))")
+_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(CAST(?1 AS TEXT))"
+_CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(CAST(? AS TEXT))"
 # Exact duplicates: through the index of the hash's first 12 hex digits (store.py); the rows found are
 # keyed by their whole hash, and their space is checked here ("+space": not by the (space, created_at) index)
 _EXISTING_SQL = (f"SELECT {DOC_COLS}, content_hash FROM documents WHERE substr(content_hash, 1, 12) IN ({{marks}}) "
@@ -62,6 +63,16 @@ def rows_json(rows: list) -> str:
     return json_encoder().encode(rows)
 
 
+def rows_utf8(rows: list) -> bytes | str:
+    """rows_json(rows) as UTF-8 (a str where json's encoder writes it): a str is encoded again where it is bound."""
+    if _kernels.rows_json_utf8 is not None:
+        try:
+            return _kernels.rows_json_utf8(rows)
+        except (TypeError, ValueError):
+            pass
+    return json_encoder().encode(rows)
+
+
 def _json_inserts(db) -> bool:
     global _json_sql
     if _json_sql is None:
@@ -79,12 +90,12 @@ def _exact_in_json(db, values: set[float]) -> bool:
     return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (rows_json(values),))] == values
 
 
-def _insert_documents(db, docs: str, now: float) -> None:
+def _insert_documents(db, docs: bytes | str, now: float) -> None:
     db.execute(_DOCS_SQL, (docs, now))
 
 
-def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, vecs: bytes, width: int,
-                     changes: str) -> int:
+def _insert_sections(db, docs: bytes | str | None, now: float, nodes: bytes | str, keys: bytes | str, vecs: bytes,
+                     width: int, changes: bytes | str) -> int:
     """What flush inserts (the documents unless done already) as one statement a table; the last
     change's seq. (The caller encodes: each time this thread wants the GIL back it may wait a
     switch interval.)"""
@@ -332,7 +343,7 @@ class BatchWriter:
         return (nodes >= OVERLAP_MIN_NODES and len(self.written) == len(self.nodes) and not shards.checks.pending
                 and _json_inserts(self.db) and self.e.store.max_seq() == shards.seq)
 
-    def _documents_json(self) -> str | None:
+    def _documents_json(self) -> bytes | str | None:
         """The documents (rows as _document makes them) as JSON for _DOCS_SQL, taken from `docs`;
         None (they stay) unless SQLite reads importance and expiry back from JSON exactly. Created,
         updated and accessed (11-13) are `now`, bound."""
@@ -340,7 +351,7 @@ class BatchWriter:
         if not docs or not _exact_in_json(self.db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
             return None
         self.docs = []
-        return rows_json([d[:11] + d[14:] for d in docs])
+        return rows_utf8([d[:11] + d[14:] for d in docs])
 
     def insert_documents(self, shards) -> None:
         """Start inserting the documents written without vectors (`later`) on the second thread
@@ -376,8 +387,8 @@ class BatchWriter:
         docs = None if early else self._documents_json()
         if not early:
             self.flush()              # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.submit(_insert_sections, self.db, docs, self.now, rows_json(nodes), rows_json([k for k, _ in vecs]),
-                                b"".join(b for _, b in vecs), widths.pop(), rows_json(changes))
+        task = _INSERTER.submit(_insert_sections, self.db, docs, self.now, rows_utf8(nodes), rows_utf8([k for k, _ in vecs]),
+                                b"".join(b for _, b in vecs), widths.pop(), rows_utf8(changes))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)

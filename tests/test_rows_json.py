@@ -30,21 +30,22 @@ def _compact(rows) -> str:
 @given(_ROWS)
 def test_rows_json_writes_what_json_dumps_writes(rows):
     assert _kernels.rows_json(rows) == _compact(rows)
+    assert _kernels.rows_json_utf8(rows) == _compact(rows).encode()
 
 
 @compiled
 def test_rows_json_refuses_what_json_would_write_otherwise():
-    f = _kernels.rows_json
-    for bad in ([(1, {"a": 1})], [(1, [2])], [np.float64(0.5)], [(np.int64(3),)], [object()]):
+    for f in (_kernels.rows_json, _kernels.rows_json_utf8):
+        for bad in ([(1, {"a": 1})], [(1, [2])], [np.float64(0.5)], [(np.int64(3),)], [object()]):
+            with pytest.raises(TypeError):
+                f(bad)
+        for bad in ([float("nan")], [(1, float("inf"))]):
+            with pytest.raises(ValueError):
+                f(bad)
+        with pytest.raises(UnicodeEncodeError):
+            f([("lone \ud800",)])
         with pytest.raises(TypeError):
-            f(bad)
-    for bad in ([float("nan")], [(1, float("inf"))]):
-        with pytest.raises(ValueError):
-            f(bad)
-    with pytest.raises(UnicodeEncodeError):
-        f([("lone \ud800",)])
-    with pytest.raises(TypeError):
-        f((1, 2))
+            f((1, 2))
 
 
 # what SQLite reads back as it was: 64-bit ints, floats its parser rounds exactly (the writer checks a
@@ -60,6 +61,9 @@ def test_sqlite_reads_the_rows_back(values):
     got = [r[0] for r in db.execute("SELECT value FROM json_each(?)", (_writer.rows_json(values),))]
     want = [int(v) if isinstance(v, bool) else v for v in values]     # (JSON's true reads back as 1)
     assert got == want
+    # as the bulk inserts bind it: UTF-8 bytes (or json's str) read as text
+    got = [r[0] for r in db.execute("SELECT value FROM json_each(CAST(? AS TEXT))", (_writer.rows_utf8(values),))]
+    assert got == want
 
 
 def test_what_the_kernel_refuses_goes_to_json():
@@ -67,3 +71,4 @@ def test_what_the_kernel_refuses_goes_to_json():
     assert json.loads(_writer.rows_json(rows)) == json.loads(json_encoder().encode(rows))
     with pytest.raises(ValueError, match="JSON compliant"):
         _writer.rows_json([(1.0, float("nan"))])                   # json's own error
+    assert _writer.rows_utf8(rows) == _writer.rows_json(rows)      # (json's str: CAST(? AS TEXT) keeps it)

@@ -99,6 +99,7 @@ static PyMethodDef methods[] = {
     {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
     {"word_features", word_features, METH_VARARGS, word_features_doc},
     {"rows_json", rows_json, METH_O, rows_json_doc},
+    {"rows_json_utf8", rows_json_utf8, METH_O, rows_json_utf8_doc},
     {NULL, NULL, 0, NULL},
 };
 

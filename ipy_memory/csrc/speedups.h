@@ -73,6 +73,7 @@ KERNEL(sort_postings)
 KERNEL(merge_postings)
 KERNEL(to_half)
 KERNEL(rows_json)
+KERNEL(rows_json_utf8)
 #undef KERNEL
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */
