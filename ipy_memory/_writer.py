@@ -360,7 +360,7 @@ class BatchWriter:
         if self.later and self._beside(shards, sum(len(p.nodes) for p, _, _ in self.later)):
             docs = self._documents_json()
             if docs is not None:
-                self._docs_task = _INSERTER.submit(_insert_documents, self.db, docs, self.now)
+                self._docs_task = _INSERTER.hand_off(_insert_documents, self.db, docs, self.now)
 
     def settle(self, check: bool = True) -> None:
         """Wait for the documents' insert (insert_documents), an interrupt included: the connection
@@ -387,7 +387,7 @@ class BatchWriter:
         docs = None if early else self._documents_json()
         if not early:
             self.flush()              # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.submit(_insert_sections, self.db, docs, self.now, rows_utf8(nodes), rows_utf8([k for k, _ in vecs]),
+        task = _INSERTER.hand_off(_insert_sections, self.db, docs, self.now, rows_utf8(nodes), rows_utf8([k for k, _ in vecs]),
                                 b"".join(b for _, b in vecs), widths.pop(), rows_utf8(changes))
         self.indexed = True
         try:
