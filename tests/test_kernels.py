@@ -734,6 +734,18 @@ def test_gram_hashes_match_the_python_twin(words, sizes):
 
 
 @compiled
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**30 - 1, 2**30, 2**60 - 1, 2**60, 2**63, 2**64 - 1]))
+def test_gram_hashes_read_cached_ints_as_they_are(value):
+    """A cached gram's int is read from its digits where they fit (csrc/blake2b.c gram_value)."""
+    assert _kernels._speedups.gram_hashes("abc", {"abc": value}, (3,)) == [value]
+    assert _kernels._speedups.gram_hashes("abc", {"abc": type("I", (int,), {})(value)}, (3,)) == [value]
+    for bad in (-1, -value - 1, 2**64 + value):       # as PyLong_AsUnsignedLongLong refuses them
+        with pytest.raises(OverflowError):
+            _kernels._speedups.gram_hashes("abc", {"abc": bad}, (3,))
+
+
+@compiled
 def test_gram_hashes_refuse_bad_sizes_in_both_twins():
     for f in (_kernels._speedups.gram_hashes, _wordkernels.gram_hashes_python):
         with pytest.raises(ValueError):
