@@ -256,7 +256,7 @@ FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 # float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere
 to_half = _to_half if FAST_HALF_DOTS else to_half_numpy
 rows_json = _speedups.rows_json if COMPILED else None      # (_writer.rows_json falls back to json's encoder)
-rows_json_utf8 = _speedups.rows_json_utf8 if COMPILED else None      # (... and .encode() of it: _writer.rows_utf8)
+rows_json_utf8 = _speedups.rows_json_utf8 if COMPILED else None      # (... and .encode() of it: rows_json(utf8=True))
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy

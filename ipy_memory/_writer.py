@@ -23,8 +23,8 @@ from ._written import Written
 
 # A batch of at least this many sections inserts them from a second thread while the indexes take
 # them: one INSERT ... SELECT FROM json_each(?) per table runs in SQLite without the GIL, where
-# executemany takes it back for every row (and so gets next to nothing done beside busy Python).
-# The JSON is bound as UTF-8 bytes (rows_utf8) and read as the text it is: CAST(? AS TEXT).
+# executemany takes it back for every row (and so gets next to nothing done beside busy Python); its
+# JSON is bound as UTF-8 bytes (rows_json(utf8=True)) and read as the text it is: CAST(? AS TEXT).
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
@@ -51,23 +51,15 @@ def embeds_in_transaction(embedder, preps: list[Prepared]) -> bool:
             and sum(len(p.nodes) for p in preps) >= OVERLAP_MIN_NODES)
 
 
-def rows_json(rows: list) -> str:
+def rows_json(rows: list, utf8: bool = False) -> str | bytes:
     """A batch's rows (tuples of None, bool, int, float, str) as JSON for json_each: the compiled
     writer (a bulk insert's rows: 5.1 -> 1.8 us a memory), or json's encoder for what it does not take (another type, NaN, a
-    lone surrogate: json's output or its error then)."""
-    if _kernels.rows_json is not None:
+    lone surrogate: json's output or its error then). `utf8`: the writer's as UTF-8 bytes (json's
+    stays a str), for SQL that reads them as text: a str is encoded again where it is bound."""
+    write = _kernels.rows_json_utf8 if utf8 else _kernels.rows_json
+    if write is not None:
         try:
-            return _kernels.rows_json(rows)
-        except (TypeError, ValueError):
-            pass
-    return json_encoder().encode(rows)
-
-
-def rows_utf8(rows: list) -> bytes | str:
-    """rows_json(rows) as UTF-8 (a str where json's encoder writes it): a str is encoded again where it is bound."""
-    if _kernels.rows_json_utf8 is not None:
-        try:
-            return _kernels.rows_json_utf8(rows)
+            return write(rows)
         except (TypeError, ValueError):
             pass
     return json_encoder().encode(rows)
@@ -351,7 +343,7 @@ class BatchWriter:
         if not docs or not _exact_in_json(self.db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
             return None
         self.docs = []
-        return rows_utf8([d[:11] + d[14:] for d in docs])
+        return rows_json([d[:11] + d[14:] for d in docs], True)
 
     def insert_documents(self, shards) -> None:
         """Start inserting the documents written without vectors (`later`) on the second thread
@@ -387,8 +379,10 @@ class BatchWriter:
         docs = None if early else self._documents_json()
         if not early:
             self.flush()              # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.hand_off(_insert_sections, self.db, docs, self.now, rows_utf8(nodes), rows_utf8([k for k, _ in vecs]),
-                                b"".join(b for _, b in vecs), widths.pop(), rows_utf8(changes))
+        # (handed off unless it must wait for the documents' insert: then it follows that at once)
+        start = _INSERTER.submit if early and not self._docs_task.done() else _INSERTER.hand_off
+        task = start(_insert_sections, self.db, docs, self.now, rows_json(nodes, True), rows_json([k for k, _ in vecs], True),
+                     b"".join(b for _, b in vecs), widths.pop(), rows_json(changes, True))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)

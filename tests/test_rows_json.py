@@ -62,7 +62,7 @@ def test_sqlite_reads_the_rows_back(values):
     want = [int(v) if isinstance(v, bool) else v for v in values]     # (JSON's true reads back as 1)
     assert got == want
     # as the bulk inserts bind it: UTF-8 bytes (or json's str) read as text
-    got = [r[0] for r in db.execute("SELECT value FROM json_each(CAST(? AS TEXT))", (_writer.rows_utf8(values),))]
+    got = [r[0] for r in db.execute("SELECT value FROM json_each(CAST(? AS TEXT))", (_writer.rows_json(values, utf8=True),))]
     assert got == want
 
 
@@ -71,4 +71,4 @@ def test_what_the_kernel_refuses_goes_to_json():
     assert json.loads(_writer.rows_json(rows)) == json.loads(json_encoder().encode(rows))
     with pytest.raises(ValueError, match="JSON compliant"):
         _writer.rows_json([(1.0, float("nan"))])                   # json's own error
-    assert _writer.rows_utf8(rows) == _writer.rows_json(rows)      # (json's str: CAST(? AS TEXT) keeps it)
+    assert _writer.rows_json(rows, utf8=True) == _writer.rows_json(rows)      # (json's str: CAST(? AS TEXT) keeps it)
