@@ -34,6 +34,18 @@ def test_rows_json_writes_what_json_dumps_writes(rows):
 
 
 @compiled
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.6, 0.1 + 0.2, 1e16, 5e-324, -1e300, 1.0]) | st.floats(allow_nan=False,
+       allow_infinity=False), max_size=40), st.lists(st.sampled_from([0, -1, 9, 10, 2**63 - 1, -2**63, 2**63, -2**63 - 1])
+       | st.integers(), max_size=20))
+def test_rows_json_repeated_floats_and_ints_as_json_writes_them(floats, ints):
+    """Floats written again are copied from the last four written (bit for bit: -0.0 is not 0.0), ints
+    without snprintf: as json writes them, row after row."""
+    rows = [tuple(floats), tuple(ints), tuple(floats[::-1]), (*ints, *floats)]
+    assert _kernels.rows_json(rows) == _compact(rows)
+
+
+@compiled
 def test_rows_json_refuses_what_json_would_write_otherwise():
     for f in (_kernels.rows_json, _kernels.rows_json_utf8):
         for bad in ([(1, {"a": 1})], [(1, [2])], [np.float64(0.5)], [(np.int64(3),)], [object()]):
