@@ -28,11 +28,13 @@ from ._written import Written
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
-_NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
-              f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(CAST(? AS TEXT))")
-_DOCS_SQL = ("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
+# (each row's JSON read once into a temporary table: json_each's `value` copies it for every ->> of it)
+_ROWS = "WITH r(v) AS MATERIALIZED (SELECT value FROM json_each(CAST(?1 AS TEXT))) "
+_NODES_SQL = (f"{_ROWS}INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
+              f"{', '.join(f'v ->> {i}' for i in range(len(_NODE_COLS)))} FROM r")
+_DOCS_SQL = (_ROWS + "INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
              "importance, metadata, created_at, updated_at, accessed_at, expires_at) SELECT "
-             + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(CAST(?1 AS TEXT))")
+             + ", ".join(f"v ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, v ->> 11 FROM r")
 _VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(CAST(?1 AS TEXT))"
 _CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(CAST(? AS TEXT))"
 # Exact duplicates: through the index of the hash's first 12 hex digits (store.py); the rows found are
