@@ -271,6 +271,7 @@ merge_postings = _speedups.merge_postings if COMPILED else merge_postings_numpy
 # regexes
 text_words = _speedups.text_words if COMPILED else None
 squeeze_spaces = _speedups.squeeze_spaces if COMPILED else None
+nfkc = _speedups.nfkc if COMPILED else None          # (its twin: unicodedata.normalize('NFKC', text))
 ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication, in 512-bit registers where the CPU has AVX-512 VPCLMULQDQ
 # (~27 GB/s here, 128-bit folds ~20, zlib 1.2.13's ~3.5: benchmarks/kernels.py): snapshots' checks

@@ -64,6 +64,8 @@ KERNEL(word_table_move)
 KERNEL(ascii_cues)
 KERNEL(text_words)
 KERNEL(squeeze_spaces)
+PyObject *nfkc_text(PyObject *self, PyObject *text);
+extern const char nfkc_doc[];
 KERNEL(blake2b64)
 KERNEL(gram_hashes)
 KERNEL(word_features)
