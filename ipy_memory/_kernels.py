@@ -256,6 +256,7 @@ FAST_HALF_DOTS = bool(COMPILED and _speedups.FAST_HALF_DOTS)
 # float32 -> float16 with F16C (the conversion of every vector written), numpy's elsewhere
 to_half = _to_half if FAST_HALF_DOTS else to_half_numpy
 rows_json = _speedups.rows_json if COMPILED else None      # (_writer.rows_json falls back to json's encoder)
+rows_json_utf8 = _speedups.rows_json_utf8 if COMPILED else None      # (... and .encode() of it: rows_json(utf8=True))
 bm25_add = _speedups.bm25_add if COMPILED else bm25_add_numpy
 context_add = _speedups.context_add if COMPILED else context_add_numpy
 priors = _speedups.priors if COMPILED else priors_numpy
@@ -270,6 +271,7 @@ merge_postings = _speedups.merge_postings if COMPILED else merge_postings_numpy
 # regexes
 text_words = _speedups.text_words if COMPILED else None
 squeeze_spaces = _speedups.squeeze_spaces if COMPILED else None
+nfkc = _speedups.nfkc if COMPILED else None          # (its twin: unicodedata.normalize('NFKC', text))
 ascii_cues = _speedups.ascii_cues if COMPILED else None
 # zlib.crc32 by carry-less multiplication, in 512-bit registers where the CPU has AVX-512 VPCLMULQDQ
 # (~27 GB/s here, 128-bit folds ~20, zlib 1.2.13's ~3.5: benchmarks/kernels.py): snapshots' checks

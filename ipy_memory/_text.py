@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import snowballstemmer
 
@@ -86,7 +86,10 @@ squeeze_spaces = _kernels.squeeze_spaces or squeeze_spaces_python     # (compile
 
 def normalize(text: str) -> str:
     """Unicode NFKC, case-folded, whitespace collapsed: what two texts must share to be 'the same'."""
-    return squeeze_spaces(unicodedata.normalize("NFKC", text).casefold())
+    return squeeze_spaces(_nfkc(text).casefold())
+
+
+_nfkc = _kernels.nfkc or partial(unicodedata.normalize, "NFKC")     # (compiled: fullwidth punctuation mapped first)
 
 
 def content_hash(text: str) -> str:

@@ -78,6 +78,19 @@ class Worker:
                     self._thread.start()
         return task
 
+    def hand_off(self, fn: Callable, /, *args) -> Task:
+        """submit(fn, *args), then wait (without the GIL) until this thread has begun the call: it
+        takes the GIL now, where a thread that wakes while the caller runs Python waits for the
+        caller's next switch interval (5 ms) to begin."""
+        begun = threading.Event()
+
+        def call():
+            begun.set()
+            return fn(*args)
+        task = self.submit(call)
+        begun.wait()
+        return task
+
     @property
     def started(self) -> bool:
         return self._thread is not None

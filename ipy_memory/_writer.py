@@ -23,17 +23,20 @@ from ._written import Written
 
 # A batch of at least this many sections inserts them from a second thread while the indexes take
 # them: one INSERT ... SELECT FROM json_each(?) per table runs in SQLite without the GIL, where
-# executemany takes it back for every row (and so gets next to nothing done beside busy Python).
+# executemany takes it back for every row (and so gets next to nothing done beside busy Python); its
+# JSON is bound as UTF-8 bytes (rows_json(utf8=True)) and read as the text it is: CAST(? AS TEXT).
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
-_NODES_SQL = (f"INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
-              f"{', '.join(f'value ->> {i}' for i in range(len(_NODE_COLS)))} FROM json_each(?)")
-_DOCS_SQL = ("INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
+# (each row's JSON read once into a temporary table: json_each's `value` copies it for every ->> of it)
+_ROWS = "WITH r(v) AS MATERIALIZED (SELECT value FROM json_each(CAST(?1 AS TEXT))) "
+_NODES_SQL = (f"{_ROWS}INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
+              f"{', '.join(f'v ->> {i}' for i in range(len(_NODE_COLS)))} FROM r")
+_DOCS_SQL = (_ROWS + "INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
              "importance, metadata, created_at, updated_at, accessed_at, expires_at) SELECT "
-             + ", ".join(f"value ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, value ->> 11 FROM json_each(?1)")
-_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(?1)"
-_CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(?)"
+             + ", ".join(f"v ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, v ->> 11 FROM r")
+_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(CAST(?1 AS TEXT))"
+_CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(CAST(? AS TEXT))"
 # Exact duplicates: through the index of the hash's first 12 hex digits (store.py); the rows found are
 # keyed by their whole hash, and their space is checked here ("+space": not by the (space, created_at) index)
 _EXISTING_SQL = (f"SELECT {DOC_COLS}, content_hash FROM documents WHERE substr(content_hash, 1, 12) IN ({{marks}}) "
@@ -50,13 +53,15 @@ def embeds_in_transaction(embedder, preps: list[Prepared]) -> bool:
             and sum(len(p.nodes) for p in preps) >= OVERLAP_MIN_NODES)
 
 
-def rows_json(rows: list) -> str:
+def rows_json(rows: list, utf8: bool = False) -> str | bytes:
     """A batch's rows (tuples of None, bool, int, float, str) as JSON for json_each: the compiled
     writer (a bulk insert's rows: 5.1 -> 1.8 us a memory), or json's encoder for what it does not take (another type, NaN, a
-    lone surrogate: json's output or its error then)."""
-    if _kernels.rows_json is not None:
+    lone surrogate: json's output or its error then). `utf8`: the writer's as UTF-8 bytes (json's
+    stays a str), for SQL that reads them as text: a str is encoded again where it is bound."""
+    write = _kernels.rows_json_utf8 if utf8 else _kernels.rows_json
+    if write is not None:
         try:
-            return _kernels.rows_json(rows)
+            return write(rows)
         except (TypeError, ValueError):
             pass
     return json_encoder().encode(rows)
@@ -79,12 +84,12 @@ def _exact_in_json(db, values: set[float]) -> bool:
     return [r[0] for r in db.execute("SELECT value FROM json_each(?)", (rows_json(values),))] == values
 
 
-def _insert_documents(db, docs: str, now: float) -> None:
+def _insert_documents(db, docs: bytes | str, now: float) -> None:
     db.execute(_DOCS_SQL, (docs, now))
 
 
-def _insert_sections(db, docs: str | None, now: float, nodes: str, keys: str, vecs: bytes, width: int,
-                     changes: str) -> int:
+def _insert_sections(db, docs: bytes | str | None, now: float, nodes: bytes | str, keys: bytes | str, vecs: bytes,
+                     width: int, changes: bytes | str) -> int:
     """What flush inserts (the documents unless done already) as one statement a table; the last
     change's seq. (The caller encodes: each time this thread wants the GIL back it may wait a
     switch interval.)"""
@@ -332,7 +337,7 @@ class BatchWriter:
         return (nodes >= OVERLAP_MIN_NODES and len(self.written) == len(self.nodes) and not shards.checks.pending
                 and _json_inserts(self.db) and self.e.store.max_seq() == shards.seq)
 
-    def _documents_json(self) -> str | None:
+    def _documents_json(self) -> bytes | str | None:
         """The documents (rows as _document makes them) as JSON for _DOCS_SQL, taken from `docs`;
         None (they stay) unless SQLite reads importance and expiry back from JSON exactly. Created,
         updated and accessed (11-13) are `now`, bound."""
@@ -340,7 +345,7 @@ class BatchWriter:
         if not docs or not _exact_in_json(self.db, {d[9] for d in docs} | {d[14] for d in docs if d[14] is not None}):
             return None
         self.docs = []
-        return rows_json([d[:11] + d[14:] for d in docs])
+        return rows_json([d[:11] + d[14:] for d in docs], True)
 
     def insert_documents(self, shards) -> None:
         """Start inserting the documents written without vectors (`later`) on the second thread
@@ -349,7 +354,7 @@ class BatchWriter:
         if self.later and self._beside(shards, sum(len(p.nodes) for p, _, _ in self.later)):
             docs = self._documents_json()
             if docs is not None:
-                self._docs_task = _INSERTER.submit(_insert_documents, self.db, docs, self.now)
+                self._docs_task = _INSERTER.hand_off(_insert_documents, self.db, docs, self.now)
 
     def settle(self, check: bool = True) -> None:
         """Wait for the documents' insert (insert_documents), an interrupt included: the connection
@@ -376,8 +381,10 @@ class BatchWriter:
         docs = None if early else self._documents_json()
         if not early:
             self.flush()              # what is left: documents with binds (parents of the nodes), meta
-        task = _INSERTER.submit(_insert_sections, self.db, docs, self.now, rows_json(nodes), rows_json([k for k, _ in vecs]),
-                                b"".join(b for _, b in vecs), widths.pop(), rows_json(changes))
+        # (handed off unless it must wait for the documents' insert: then it follows that at once)
+        start = _INSERTER.submit if early and not self._docs_task.done() else _INSERTER.hand_off
+        task = start(_insert_sections, self.db, docs, self.now, rows_json(nodes, True), rows_json([k for k, _ in vecs], True),
+                     b"".join(b for _, b in vecs), widths.pop(), rows_json(changes, True))
         self.indexed = True
         try:
             shards.take_own(changes, self.written)

@@ -246,7 +246,7 @@ class MemoryEngine(RemovalMixin, LifecycleMixin, BackgroundMixin, EmbeddingMixin
                 self.shards.get(p.space)
         writer = None
         try:
-            with self.store.write() as db:
+            with self.store.write(bulk=inline) as db:
                 self._check_epoch()      # again under the lock: a re-embed may have committed while we embedded
                 writer = writing.BatchWriter(self, db, now)
                 try:

@@ -264,13 +264,21 @@ class Store:
 
     # ------------------------------------------------------------------------------ transactions
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, bulk: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any exception). `bulk`: its
+        statements' own undo records (statement journals, which SQLite spills to a temporary file
+        past 64 kB: a new file of ~1 MB a 1,000-memory batch) and temporary tables stay in memory
+        until it ends (temp_store, set back to the default after; never for VACUUM, outside any
+        transaction). They never serve crash recovery: the WAL does, and the commit is the same."""
         if self.read_only:
             raise ReadOnlyError(f"{self.path} is open read-only: open a MemoryEngine without read_only=True to write")
         with self.lock:
             try:
+                if bulk:
+                    self.db.execute("PRAGMA temp_store = MEMORY")   # (read at BEGIN)
                 self.db.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
+                self._default_temp(bulk)
                 raise self._error("cannot write to", exc) from exc
             start = self.db.total_changes
             try:
@@ -283,6 +291,15 @@ class Store:
                 raise
             else:
                 self._commit(self.db.total_changes - start >= BACKGROUND_CHECKPOINT_ROWS)
+            finally:
+                self._default_temp(bulk)
+
+    def _default_temp(self, bulk: bool) -> None:
+        if bulk:
+            try:
+                self.db.execute("PRAGMA temp_store = DEFAULT")
+            except sqlite3.DatabaseError:
+                pass     # (a transaction left open by a failed ROLLBACK: the next bulk write sets it again)
 
     def _commit(self, large: bool) -> None:
         """COMMIT; a large transaction's checkpoint is left to the background (see the module's doc)."""

@@ -1,12 +1,14 @@
 """The bulk write's shortcuts give what the plain paths give: a section text's words from its two
-lines, content hashes by OpenSSL's SHA-256, a batch's vectors sliced from one matrix."""
+lines, content hashes by OpenSSL's SHA-256, a batch's vectors sliced from one matrix, its rows
+inserted from the second thread (statement journals in memory, JSON as UTF-8 bytes)."""
 
 import random
 import unicodedata
 
 import numpy as np
+import pytest
 
-from ipy_memory import MemoryEngine, _digests, _text
+from ipy_memory import MemoryEngine, _digests, _text, _writer
 from ipy_memory._written import Written
 
 _PIECES = list("abcXYZ019 _-.\n\t'") + ["Σ", "σ", "ς", "é", "e\u0301", "東", "京", "タ", "ワ", "ー", "ﬁ", "Ａ",
@@ -62,6 +64,49 @@ def test_a_long_batch_stores_what_single_writes_store(tmp_path, monkeypatch):
             mem.remember(it["content"], force=True)
         single = mem.store.query("SELECT content_hash FROM nodes ORDER BY key")
     assert many == single
+
+
+def test_a_bulk_transaction_keeps_temporary_storage_in_memory_and_then_the_default(tmp_path, monkeypatch):
+    """store.write(bulk=True) (remember_many's inline path): temp_store MEMORY inside, DEFAULT after,
+    a failed batch included; the rows are those a plain write stores."""
+    items = [{"content": f"note {i} \u6771\u4eac caf\u00e9 \"q\" \\ {i}", "metadata": {"i": i, "\u00fc": "\u00df"},
+              "force": True} for i in range(300)]
+    with MemoryEngine(tmp_path / "a", project="p") as mem:
+        seen = []
+        real = mem.store.write
+
+        def write(*args, **kwargs):
+            cm = real(*args, **kwargs)
+
+            class Spy:
+                def __enter__(self):
+                    db = cm.__enter__()
+                    seen.append(db.execute("PRAGMA temp_store").fetchone()[0])
+                    return db
+
+                def __exit__(self, *exc):
+                    return cm.__exit__(*exc)
+            return Spy()
+        mem.store.write = write
+        mem.remember_many(items)
+        assert seen[0] == 2 and set(seen[1:]) <= {0} and mem.store.db.execute("PRAGMA temp_store").fetchone()[0] == 0
+
+        def fail(*args):
+            raise RuntimeError("the sections' insert fails")
+        monkeypatch.setattr(_writer, "_insert_sections", fail)
+        with pytest.raises(RuntimeError):
+            mem.remember_many([{**it, "content": it["content"] + " again"} for it in items])
+        assert mem.store.db.execute("PRAGMA temp_store").fetchone()[0] == 0
+        assert mem.store.query("SELECT count(*) FROM documents")[0][0] == 300        # (all or nothing)
+        monkeypatch.undo()
+        bulk = mem.store.query("SELECT title, content, content_hash, importance, metadata FROM documents ORDER BY rowid")
+        nodes = mem.store.query("SELECT key, ord, path, title, body, content_hash FROM nodes ORDER BY key")
+    with MemoryEngine(tmp_path / "b", project="p") as mem:
+        for it in items:
+            mem.remember(it["content"], metadata=it["metadata"], force=True)
+        assert bulk == mem.store.query("SELECT title, content, content_hash, importance, metadata FROM documents "
+                                       "ORDER BY rowid")
+        assert nodes == mem.store.query("SELECT key, ord, path, title, body, content_hash FROM nodes ORDER BY key")
 
 
 class _Str(str):

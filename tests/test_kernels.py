@@ -734,6 +734,18 @@ def test_gram_hashes_match_the_python_twin(words, sizes):
 
 
 @compiled
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 2**30 - 1, 2**30, 2**60 - 1, 2**60, 2**63, 2**64 - 1]))
+def test_gram_hashes_read_cached_ints_as_they_are(value):
+    """A cached gram's int is read from its digits where they fit (csrc/blake2b.c gram_value)."""
+    assert _kernels._speedups.gram_hashes("abc", {"abc": value}, (3,)) == [value]
+    assert _kernels._speedups.gram_hashes("abc", {"abc": type("I", (int,), {})(value)}, (3,)) == [value]
+    for bad in (-1, -value - 1, 2**64 + value):       # as PyLong_AsUnsignedLongLong refuses them
+        with pytest.raises(OverflowError):
+            _kernels._speedups.gram_hashes("abc", {"abc": bad}, (3,))
+
+
+@compiled
 def test_gram_hashes_refuse_bad_sizes_in_both_twins():
     for f in (_kernels._speedups.gram_hashes, _wordkernels.gram_hashes_python):
         with pytest.raises(ValueError):
@@ -992,3 +1004,20 @@ def test_to_half_refuses_mismatched_arrays():
         k.to_half(np.zeros(3, np.float64), np.zeros(3, np.float16))
     with pytest.raises(TypeError):
         k.to_half(np.zeros(3, np.float32), np.zeros(3, np.float32))
+
+
+_NFKC_PIECES = ["a", "Z", " ", "，", "！", "Ａ", "ｚ", "０", "\u00a0", "\u2000", "\u2002", "\u200a", "\u202f", "\u205f",
+                "\u3000", "\u0301", "\u0308", "\u3099", "か", "東", "\uf900", "가", "\u1100", "\u1161", "ﬁ", "Ⅻ", "①",
+                "\u00b4", "\uff9e", "ｶ", "\ufe50", "\uff00", "\uff01", "\uff5e", "\uff5f", "İ", "ß", "\U0001d400"]
+
+
+@compiled
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_NFKC_PIECES), max_size=30).map("".join) | st.text(max_size=30))
+def test_nfkc_is_unicodedatas(text):
+    """_speedups.nfkc (fullwidth ASCII forms and NFKC's spaces mapped before unicodedata's NFKC, which
+    then finds most Chinese text normalised by its quick check) is NFKC, a combining mark after a
+    fullwidth letter included."""
+    import unicodedata
+    assert _kernels._speedups.nfkc(text) == unicodedata.normalize("NFKC", text)
+    assert _kernels.nfkc is _kernels._speedups.nfkc

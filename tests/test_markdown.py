@@ -110,3 +110,15 @@ def test_a_leading_byte_order_mark_hides_no_heading():
     assert paths("\ufeffTitle\n=====\nx") == ["Title"]
     assert parse("\ufeffplain note")[0].body == "plain note"
     assert default_title("\ufeffHello world. More.", parse("\ufeffHello world. More.")) == "Hello world"
+
+
+def test_first_sentence_is_what_the_sentence_regex_matches():
+    """default_title's search for the first sentence's end gives _SENTENCE's lazy match (or 120 characters)."""
+    import random
+    from ipy_memory._markdown import _SENTENCE, first_sentence
+    pieces = list("ab .!?。！？\n\t\r\u00a0\u2028\u3000x\x1c\x85\u2029\x0b") + ["e.g.", "...", "word ", "x" * 50]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, rng.choice([5, 40, 200]))))
+        m = _SENTENCE.match(text)
+        assert first_sentence(text) == (m.group(1) if m else text[:120]), repr(text)

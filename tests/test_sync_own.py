@@ -106,9 +106,9 @@ def test_writes_of_another_engine_or_a_replacement_are_read_back(tmp_path, spy, 
         real_write = mem.store.write
 
         @contextlib.contextmanager
-        def after_the_other():      # the other engine commits between this one's sync and its write
+        def after_the_other(**how):      # the other engine commits between this one's sync and its write
             writer.remember("the other kernel wrote about kelp", force=True)
-            with real_write() as db:
+            with real_write(**how) as db:
                 yield db
 
         mem.store.write = after_the_other
@@ -220,8 +220,8 @@ def test_a_failed_overlapped_batch_leaves_nothing_in_the_store_or_the_indexes(tm
         real_write = mem.store.write
 
         @contextlib.contextmanager
-        def failing_commit():
-            with real_write() as db:
+        def failing_commit(**how):
+            with real_write(**how) as db:
                 yield db
                 db.execute("CREATE TABLE documents (x)")      # fails: the transaction rolls back
         monkeypatch.setattr(_writer, "_insert_sections", insert)

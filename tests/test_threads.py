@@ -63,3 +63,19 @@ def test_finish_waits_for_the_call_through_an_interrupt():
     assert ended and task.done()
     task.finish()                # done: returns at once (the value is result()'s)
     assert task.result() == "done"
+
+
+def test_hand_off_returns_once_the_call_has_begun_on_the_thread():
+    w = Worker("test-hand-off")
+    began, release = [], threading.Event()
+
+    def call(x):
+        began.append((x, threading.current_thread().name))
+        release.wait(5)
+        return x * 2
+    task = w.hand_off(call, 21)
+    assert began == [(21, "test-hand-off")] and not task.done()      # begun, not over
+    release.set()
+    assert task.result() == 42
+    with pytest.raises(ZeroDivisionError):
+        w.hand_off(lambda: 1 / 0).result()          # (an error is the result's, as with submit)

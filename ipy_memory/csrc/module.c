@@ -95,10 +95,12 @@ static PyMethodDef methods[] = {
     {"ascii_cues", ascii_cues, METH_O, ascii_cues_doc},
     {"text_words", text_words, METH_VARARGS, text_words_doc},
     {"squeeze_spaces", squeeze_spaces, METH_O, squeeze_spaces_doc},
+    {"nfkc", nfkc_text, METH_O, nfkc_doc},
     {"blake2b64", blake2b64, METH_O, blake2b64_doc},
     {"gram_hashes", gram_hashes, METH_VARARGS, gram_hashes_doc},
     {"word_features", word_features, METH_VARARGS, word_features_doc},
     {"rows_json", rows_json, METH_O, rows_json_doc},
+    {"rows_json_utf8", rows_json_utf8, METH_O, rows_json_utf8_doc},
     {NULL, NULL, 0, NULL},
 };
 

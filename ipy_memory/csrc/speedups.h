@@ -64,6 +64,8 @@ KERNEL(word_table_move)
 KERNEL(ascii_cues)
 KERNEL(text_words)
 KERNEL(squeeze_spaces)
+PyObject *nfkc_text(PyObject *self, PyObject *text);
+extern const char nfkc_doc[];
 KERNEL(blake2b64)
 KERNEL(gram_hashes)
 KERNEL(word_features)
@@ -73,6 +75,7 @@ KERNEL(sort_postings)
 KERNEL(merge_postings)
 KERNEL(to_half)
 KERNEL(rows_json)
+KERNEL(rows_json_utf8)
 #undef KERNEL
 void crc32_init(void);
 uint64_t blake2b_64(const uint8_t *data, Py_ssize_t n); /* blake2b.c: the 8-byte digest, little-endian */

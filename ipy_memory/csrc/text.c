@@ -304,6 +304,21 @@ static PyObject *nfkc(PyObject *text)
     return out;
 }
 
+const char nfkc_doc[] = PyDoc_STR(
+"nfkc(text) -> str\n--\n\n"
+"unicodedata.normalize('NFKC', text) (_text.normalize's): an ASCII text as it is, another with the\n"
+"fullwidth forms of ASCII and the spaces NFKC reads as ' ' replaced by those first, which NFKC's own\n"
+"quick check then finds normalised in most Chinese text (their full normalisation: ~10 us a memory).");
+
+PyObject *nfkc_text(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "nfkc: text must be a str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_IS_ASCII(text) ? Py_NewRef(text) : nfkc(text);
+}
+
 /* Other text: NFKC, then str.lower() (either may change the length: "İ" becomes "i" + a combining
  * dot), then what _text._cjk_patterns()[0] finds in it, token by token as _words_python treats them. */
 static int unicode_text_words(PyObject *text, PyObject *stop, PyObject *out, int normalize)
