@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _kernels
+from . import _graphcheck, _kernels
 from ._colscan import ColumnsMixin, rows_dot, run_parts
 from ._colsnap import COLUMN_BLOCK, VectorSnapshot
 from ._columns import AscendingKeys, Column
@@ -55,6 +55,7 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         self.graph = None            # a usearch Index
         self.graph_rows = 0        # rows [0, graph_rows) of the matrix are in the graph
         self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
+        self._sweep = (0, 0)             # the re-check of older graph rows: next row, end of pass (_graphcheck)
         self._orphan_cache = None
         self._key_order = AscendingKeys()     # finds the row of a key: see _rows
 
@@ -101,12 +102,14 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         """Add the tail rows to the graph (creating it if needed)."""
         if self.graph is None:
             self.graph, self.graph_rows = self._new_graph(), 0
-        rows = np.arange(self.graph_rows, self.keys.size)
+        old_rows = self.graph_rows
+        rows = np.arange(old_rows, self.keys.size)
         rows = rows[self.alive.view[rows]]
         if len(rows):
-            # A multi-threaded add strands a few nodes that search never reaches (usearch #735), and
-            # HNSW pruning strands some among near-identical vectors: _find_orphans catches both.
             self.graph.add(self.keys.view[rows], self.mat.view[rows], threads=os.cpu_count() or 1)
+            if old_rows:     # adding re-prunes older nodes' links: re-check some (_graphcheck)
+                older, self._sweep = _graphcheck.recheck_window(old_rows, len(rows), self._sweep)
+                rows = np.concatenate([older[self.alive.view[older]], rows])
             self._find_orphans(rows)
         self.graph_rows = self.keys.size
 
@@ -118,15 +121,11 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         return self._orphan_cache
 
     def _find_orphans(self, rows: np.ndarray) -> None:
-        """HNSW prunes links among near-identical vectors, and a node can end up with no way in:
-        self-search the new rows and scan the unreachable ones exactly from now on."""
+        """Scan exactly, from now on, the graph rows among `rows` that its search cannot reach."""
         if not len(rows) or not len(self.graph):
             return
-        found = np.asarray(self.graph.search(self.mat.view[rows], 10, threads=os.cpu_count() or 1).keys)
-        found = found.reshape(len(rows), -1)
         keys = self.keys.view[rows]
-        missed = ~(found == keys[:, None]).any(axis=1)
-        self.orphans.update(int(k) for k in keys[missed])
+        self.orphans.update(int(k) for k in keys[_graphcheck.unreachable(self.graph, keys, self.mat.view[rows])])
         self._orphan_cache = None
 
     def set_cold(self, key: int, cold: bool) -> None:
@@ -171,7 +170,7 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         self.alive.extend(np.ones(len(keys), bool))
         self._row_of, self.live = None, len(keys)
         self.dead = 0
-        self._orphan_cache = None
+        self._orphan_cache, self._sweep = None, (0, 0)
         self._key_order = AscendingKeys()
         self._uncover()
         self.drop_columns()                 # rows were renumbered

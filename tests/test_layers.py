@@ -15,7 +15,7 @@ LAYERS = [
      "_npz", "_snapchecks", "_postings", "_markdown", "_locking", "_gcpause", "_text", "_labels", "_written", "_validate", "demo_notes",
      "_log", "_threads", "_digests", "_zipdir", "_pages", "_captured", "_acks", "_messages"},
     # 1: embeddings, storage and the indexes
-    {"embeddings", "store", "vectors", "lexical", "_colscan", "_colsnap", "_lowtier", "_native", "_expand", "_lexscore",
+    {"embeddings", "store", "vectors", "lexical", "_colscan", "_colsnap", "_lowtier", "_graphcheck", "_native", "_expand", "_lexscore",
      "_lexupdate", "_ingest", "_shards", "_dedup", "_writer", "_recall", "_reembed", "_backup", "_dreamed", "_sync"},
     # 2: the engine and its mixins
     {"engine", "lifecycle", "_access", "_background", "_removal", "agent", "_hits"},

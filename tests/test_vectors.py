@@ -196,3 +196,68 @@ def test_snapshot_arrays_hold_the_live_rows_of_both_tiers_without_copying_a_whol
     assert 5 not in got["hot_keys"] and 50 not in got["low_keys"]
     assert len(got["hot"]) == 39 and len(got["low"]) == 19 and not np.shares_memory(got["hot"], shard.mat.view)
     np.testing.assert_array_equal(got["hot"], np.delete(vecs[:40], 4, axis=0).astype(np.float16))
+
+
+# ------------------------------------------------------------------------------ graph checks (_graphcheck)
+def test_the_narrow_first_pass_finds_exactly_the_nodes_a_wide_search_misses():
+    from ipy_memory import _graphcheck
+    from ipy_memory._native import usearch
+    rng = np.random.default_rng(5)
+    vecs = np.concatenate([unit(rng, 3000), np.repeat(unit(rng, 1), 40, axis=0)]).astype(np.float16)
+    keys = np.arange(10, 10 + len(vecs))
+    graph = usearch().Index(ndim=32, metric="cos", dtype="f16", connectivity=16, expansion_add=128, expansion_search=256)
+    graph.add(keys, vecs, threads=2)
+    wide = np.asarray(graph.search(vecs, 10, threads=2).keys).reshape(len(keys), -1)
+    expected = ~(wide == keys[:, None]).any(axis=1)
+    assert expected.sum() >= 30          # 40 identical vectors: a top 10 holds at most 10 of them
+    assert np.array_equal(_graphcheck.unreachable(graph, keys, vecs), expected)
+    assert graph.expansion_search == 256                     # the narrow pass's beam is put back
+
+
+def test_the_beam_is_put_back_when_the_narrow_pass_fails():
+    from ipy_memory import _graphcheck
+
+    class Graph:
+        expansion_search = 300
+
+        def search(self, *a, **k):
+            assert self.expansion_search == _graphcheck.FIRST_PASS
+            raise MemoryError("no room")
+
+    graph = Graph()
+    with pytest.raises(MemoryError):
+        _graphcheck.unreachable(graph, np.array([1]), np.zeros((1, 4), np.float16))
+    assert graph.expansion_search == 300
+
+
+def test_each_build_rechecks_older_graph_rows_whole_or_in_turn(monkeypatch):
+    """Adding nodes can cut an older node's last way in: a build re-checks every older row while
+    they are at most WHOLE times the new ones, else as many as it added, in passes over them."""
+    from ipy_memory import _graphcheck
+    checked = []
+    real = _graphcheck.unreachable
+    monkeypatch.setattr(_graphcheck, "unreachable", lambda g, k, v: (checked.append(set(k.tolist())), real(g, k, v))[1])
+    rng = np.random.default_rng(9)
+    vecs = unit(rng, 2500)
+    shard = VectorShard(32, Settings(exact_threshold=100, hnsw_tail=100))
+    shard.add(np.arange(1, 201), vecs[:200])                  # the first build: its 200 rows
+    shard.add(np.arange(201, 401), vecs[200:400])             # 200 new, 200 older: all re-checked
+    assert checked == [set(range(1, 201)), set(range(1, 401))]
+    shard.remove(5)                                           # a dead row is not searched for
+    starts = range(401, 2501, 100)                            # 100 new rows a build
+    for start in starts:
+        shard.add(np.arange(start, start + 100), vecs[start - 1:start + 99])
+    assert [c >= set(range(s, s + 100)) for c, s in zip(checked[2:], starts)] == [True] * len(starts)
+    older = [c - set(range(s, s + 100)) for c, s in zip(checked[2:], starts)]
+    assert older[0] == set(range(1, 401)) - {5}               # 400 older rows: at most 4x, whole
+    assert all(len(w) <= 100 and 5 not in w for w in older[1:])  # then 100 a build, in passes:
+    passes, current = [], set()
+    for w in older[1:]:
+        if 1 in w and current:                                # a window from the first row: a new pass
+            passes.append(current)
+            current = set()
+        current |= w
+    assert len(passes) >= 2
+    for done in passes:                                       # each pass re-checked all rows it began with
+        assert done == set(range(1, max(done) + 1)) - {5} and max(done) >= 500
+    assert max(passes[-1]) > max(passes[0])                   # and the next pass also the rows added since
