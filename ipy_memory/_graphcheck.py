@@ -49,16 +49,18 @@ def unreachable(graph, keys: np.ndarray, vecs: np.ndarray) -> np.ndarray:
     return missed
 
 
-def recheck_window(old_rows: int, new_rows: int, sweep: tuple[int, int]) -> tuple[np.ndarray, tuple[int, int]]:
+def recheck_window(old_rows: int, new_rows: int, sweep: tuple[int, int, int]) -> tuple[np.ndarray, tuple[int, int, int]]:
     """The older rows [0, old_rows) to re-check after adding `new_rows` rows, and the sweep's next state.
 
-    `sweep` is (next row, end of the current pass). A pass runs over the rows older than its first
-    window; the rows added meanwhile were checked when added and wait for the next pass (a cursor that
+    `sweep` is (first row, rows re-checked, rows covered) of the current pass, (0, 0, 0) for none. A
+    pass runs over the rows older than its first window, from a row that depends on their count: a
+    kernel that builds once a session then re-checks different rows each session (each process starts
+    afresh). Rows added meanwhile were checked when added and wait for the next pass (a cursor that
     wrapped at the growing end would never come back to the first rows: the graph grows as fast)."""
     if old_rows <= WHOLE * new_rows:
-        return np.arange(old_rows), (0, 0)
-    at, end = sweep
-    if at >= end or end > old_rows:        # a pass is over (or the rows were renumbered): start again
-        at, end = 0, old_rows
-    stop = min(at + new_rows, end)
-    return np.arange(at, stop), (stop, end)
+        return np.arange(old_rows), (0, 0, 0)
+    first, done, end = sweep
+    if done >= end or end > old_rows:        # no pass, a pass over, or rows renumbered: a new pass
+        first, done, end = int(old_rows * 0.6180339887) % old_rows, 0, old_rows
+    rows = (first + np.arange(done, min(done + new_rows, end))) % end
+    return rows, (first, done + len(rows), end)

@@ -55,7 +55,7 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         self.graph = None            # a usearch Index
         self.graph_rows = 0        # rows [0, graph_rows) of the matrix are in the graph
         self.orphans: set[int] = set()   # keys in the graph that its search cannot reach: scanned exactly
-        self._sweep = (0, 0)             # the re-check of older graph rows: next row, end of pass (_graphcheck)
+        self._sweep = (0, 0, 0)          # the re-check of older graph rows, in passes (_graphcheck)
         self._orphan_cache = None
         self._key_order = AscendingKeys()     # finds the row of a key: see _rows
 
@@ -170,7 +170,7 @@ class VectorShard(_Rows, ColumnsMixin, VectorSnapshot):
         self.alive.extend(np.ones(len(keys), bool))
         self._row_of, self.live = None, len(keys)
         self.dead = 0
-        self._orphan_cache, self._sweep = None, (0, 0)
+        self._orphan_cache, self._sweep = None, (0, 0, 0)
         self._key_order = AscendingKeys()
         self._uncover()
         self.drop_columns()                 # rows were renumbered

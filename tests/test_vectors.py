@@ -250,14 +250,23 @@ def test_each_build_rechecks_older_graph_rows_whole_or_in_turn(monkeypatch):
     assert [c >= set(range(s, s + 100)) for c, s in zip(checked[2:], starts)] == [True] * len(starts)
     older = [c - set(range(s, s + 100)) for c, s in zip(checked[2:], starts)]
     assert older[0] == set(range(1, 401)) - {5}               # 400 older rows: at most 4x, whole
-    assert all(len(w) <= 100 and 5 not in w for w in older[1:])  # then 100 a build, in passes:
-    passes, current = [], set()
-    for w in older[1:]:
-        if 1 in w and current:                                # a window from the first row: a new pass
-            passes.append(current)
-            current = set()
-        current |= w
-    assert len(passes) >= 2
-    for done in passes:                                       # each pass re-checked all rows it began with
-        assert done == set(range(1, max(done) + 1)) - {5} and max(done) >= 500
-    assert max(passes[-1]) > max(passes[0])                   # and the next pass also the rows added since
+    assert all(len(w) <= 100 and 5 not in w for w in older[1:])  # then 100 a build, in passes
+    assert set().union(*older[1:]) >= set(range(1, 1001)) - {5}   # two passes: 500, then 1,000 rows
+
+
+def test_rechecks_run_in_passes_that_cover_the_rows_they_began_with():
+    from ipy_memory._graphcheck import recheck_window
+    sweep, passes, firsts = (0, 0, 0), [], set()
+    for old in range(500, 5000, 100):                 # the graph grows as fast as a window moves
+        rows, sweep = recheck_window(old, 100, sweep)
+        assert len(rows) <= 100 and rows.max() < old
+        if sweep[1] == len(rows):                     # a pass began
+            passes.append([])
+            firsts.add(int(rows[0]))
+        passes[-1].extend(rows.tolist())
+    assert len(passes) >= 3
+    for rows in passes[:-1]:                          # each finished pass: every row once
+        assert sorted(rows) == list(range(len(rows)))
+    assert 0 not in firsts and len(firsts) == len(passes)   # each from a row of its own
+    rows, sweep = recheck_window(300, 100, sweep)      # fewer older rows than 4x the new: all of them
+    assert rows.tolist() == list(range(300)) and sweep == (0, 0, 0)
