@@ -1,6 +1,6 @@
 """Building the HNSW graph of a real model's vectors as memories arrive, and what it loses.
 
-    .venv/bin/python benchmarks/graph_build.py --n 200000      # about 8 minutes on 2 cores
+    .venv/bin/python benchmarks/graph_build.py --n 200000      # about 10 minutes on 2 cores
     .venv/bin/python benchmarks/graph_build.py --quick         # 12,000 vectors: a smoke test
 
 A real embedding model's vectors (not the hashing embedder's, which are scanned exactly) get an HNSW
@@ -11,7 +11,8 @@ Each build searches for nodes that search cannot reach, which are then scanned e
 ways of building the same graph, in the same run:
 
 - `usearch only`: the same adds on a bare usearch index, nothing checked (the baseline of the ratios);
-- `new nodes only`: each build checks only the nodes it added (the engine before it re-checked);
+- `before`: each build checks only the nodes it added, each at full width (the engine until b69665f);
+- `new nodes only`: the same nodes, with the engine's narrow first pass (`_graphcheck.unreachable`);
 - `engine`: `VectorShard` as shipped (new nodes, and older ones, whole or a window at a time).
 
 `lost` counts the nodes that neither the graph's search finds (top 10 of a search of their own
@@ -46,16 +47,22 @@ def vectors(n: int, seed: int) -> np.ndarray:
 
 
 def lost(graph, keys: np.ndarray, vecs: np.ndarray, known: set[int]) -> int:
+    return len(set(keys[wide_only(graph, keys, vecs)].tolist()) - known)
+
+
+def wide_only(graph, keys: np.ndarray, vecs: np.ndarray) -> np.ndarray:
+    """The check before the narrow first pass: every node searched at full width."""
     found = np.asarray(graph.search(vecs, 10, threads=os.cpu_count() or 1).keys).reshape(len(keys), -1)
-    missed = keys[~(found == keys[:, None]).any(axis=1)]
-    return len(set(missed.tolist()) - known)
+    return ~(found == np.asarray(keys)[:, None]).any(axis=1)
 
 
-def engine(vecs: np.ndarray, s: Settings, recheck: bool) -> tuple[float, object, set[int]]:
+def engine(vecs: np.ndarray, s: Settings, variant: str) -> tuple[float, object, set[int]]:
     shard, keys = VectorShard(DIM, s), np.arange(1, len(vecs) + 1)
-    real = _graphcheck.recheck_window
-    if not recheck:           # the engine before older nodes were re-checked
+    real = _graphcheck.recheck_window, _graphcheck.unreachable
+    if variant != "engine":           # only the nodes each build added
         _graphcheck.recheck_window = lambda old, new, sweep: (np.zeros(0, np.int64), sweep)
+    if variant == "before":
+        _graphcheck.unreachable = wide_only
     try:
         t = time.perf_counter()
         for i in range(0, len(vecs), BATCH):
@@ -63,7 +70,7 @@ def engine(vecs: np.ndarray, s: Settings, recheck: bool) -> tuple[float, object,
         shard.build_graph()                   # the last tail too, as saving does
         return time.perf_counter() - t, shard.graph, set(shard.orphans)
     finally:
-        _graphcheck.recheck_window = real
+        _graphcheck.recheck_window, _graphcheck.unreachable = real
 
 
 def bare(vecs: np.ndarray, s: Settings) -> tuple[float, object, set[int]]:
@@ -94,9 +101,8 @@ def main() -> None:
     print("| build | seconds | vectors/s | time vs usearch only | orphans scanned | lost |")
     print("|---|---:|---:|---:|---:|---:|")
     base = None
-    for name, run in (("usearch only", lambda: bare(vecs, s)), ("new nodes only", lambda: engine(vecs, s, False)),
-                      ("engine", lambda: engine(vecs, s, True))):
-        seconds, graph, orphans = run()
+    for name in ("usearch only", "before", "new nodes only", "engine"):
+        seconds, graph, orphans = bare(vecs, s) if name == "usearch only" else engine(vecs, s, name)
         base = base or seconds
         print(f"| {name} | {seconds:.1f} | {n / seconds:,.0f} | {seconds / base:.2f}× | {len(orphans):,} "
               f"| {lost(graph, keys, half, orphans):,} |", flush=True)
