@@ -7,10 +7,10 @@ build checks its new nodes and re-checks older ones: all of them while they are 
 times the new ones, else as many as it added, the next window of a pass over them (a pass takes
 older/new builds). Measured (`benchmarks/graph_build.py`: clustered 384-d vectors added 1,000 at a
 time, default settings, 2 cores): older nodes cut off are rare there (at 100k none were left, with or
-without the re-check; at 200k 22 against 34 without, 0.01%: the windows had not reached them all),
-and adding 200k took 83 s against 78 s when builds checked only their new nodes at full width (two
-alternating runs each). In `tests/test_corrupt.py`'s small graph it happened in 2 runs of 60 under
-load; 0 of 150 since.
+without the re-check; at 200k 23 against 26-29 without, 0.01%: the windows had not reached them
+all), and adding 200k took 0.90x the time of builds that checked only their new nodes at full
+width. In `tests/test_corrupt.py`'s small graph it happened in 2 runs of 60 under load; 0 of 150
+since.
 
 The check is a search of each node's own vector. A narrow first pass (beam `FIRST_PASS`, top 1)
 costs a fifth (60k nodes: 16k against 3.5k self-searches/s, 2 cores) to a half (200k) of a search
