@@ -217,7 +217,7 @@ def test_graph_file_of_other_dimension_store(tmp_path, check_indexes):
 def test_every_graph_node_is_found_by_its_own_vector():
     """A multi-threaded add can strand nodes (usearch #735: 1-7 of 3,000 hash vectors per build on 2
     cores here, timing-dependent), and so can HNSW pruning among near-identical vectors; a later build
-    can cut an older node's last way in (1-2 runs in 100 under load, before builds re-checked older
+    can cut an older node's last way in (2 runs of 60 under load, before builds re-checked older
     nodes: _graphcheck). Whatever the adds did, every node must be found by its own vector (stranded
     ones are scanned exactly)."""
     vecs = HashEmbedder().embed(texts(1500, seed=3) + ["the same text"] * 40)   # plus 40 identical vectors
