@@ -28,14 +28,17 @@ from ._written import Written
 OVERLAP_MIN_NODES = 256
 _INSERTER = Worker("ipy_memory-insert")
 _NODE_COLS = ("key", "document_id", "ord", "parent_ord", "depth", "path", "title", "body", "metadata", "content_hash")
-# (each row's JSON read once into a temporary table: json_each's `value` copies it for every ->> of it)
-_ROWS = "WITH r(v) AS MATERIALIZED (SELECT value FROM json_each(CAST(?1 AS TEXT))) "
+# (each row's JSON read once into a temporary table: json_each's `value` copies it for every ->> of it).
+# Named parameters, bound from dicts: Python 3.12.0-3.12.3 warn that numbered ones (?1) bound from a
+# sequence will fail in 3.14 (they will not: gh-117995)
+_ROWS = "WITH r(v) AS MATERIALIZED (SELECT value FROM json_each(CAST(:rows AS TEXT))) "
 _NODES_SQL = (f"{_ROWS}INSERT INTO nodes ({', '.join(_NODE_COLS)}) SELECT "
               f"{', '.join(f'v ->> {i}' for i in range(len(_NODE_COLS)))} FROM r")
 _DOCS_SQL = (_ROWS + "INSERT INTO documents (id, space, scope, project, session, kind, title, content, content_hash, "
              "importance, metadata, created_at, updated_at, accessed_at, expires_at) SELECT "
-             + ", ".join(f"v ->> {i}" for i in range(11)) + ", ?2, ?2, ?2, v ->> 11 FROM r")
-_VECTORS_SQL = "INSERT INTO vectors SELECT value, substr(?2, key * ?3 + 1, ?3) FROM json_each(CAST(?1 AS TEXT))"
+             + ", ".join(f"v ->> {i}" for i in range(11)) + ", :now, :now, :now, v ->> 11 FROM r")
+_VECTORS_SQL = ("INSERT INTO vectors SELECT value, substr(:vecs, key * :width + 1, :width) "
+                "FROM json_each(CAST(:rows AS TEXT))")
 _CHANGES_SQL = "INSERT INTO changes (op, node_key, space) SELECT 'add', value ->> 0, value ->> 1 FROM json_each(CAST(? AS TEXT))"
 # Exact duplicates: through the index of the hash's first 12 hex digits (store.py); the rows found are
 # keyed by their whole hash, and their space is checked here ("+space": not by the (space, created_at) index)
@@ -85,7 +88,7 @@ def _exact_in_json(db, values: set[float]) -> bool:
 
 
 def _insert_documents(db, docs: bytes | str, now: float) -> None:
-    db.execute(_DOCS_SQL, (docs, now))
+    db.execute(_DOCS_SQL, {"rows": docs, "now": now})
 
 
 def _insert_sections(db, docs: bytes | str | None, now: float, nodes: bytes | str, keys: bytes | str, vecs: bytes,
@@ -95,8 +98,8 @@ def _insert_sections(db, docs: bytes | str | None, now: float, nodes: bytes | st
     switch interval.)"""
     if docs is not None:
         _insert_documents(db, docs, now)
-    db.execute(_NODES_SQL, (nodes,))
-    db.execute(_VECTORS_SQL, (keys, vecs, width))
+    db.execute(_NODES_SQL, {"rows": nodes})
+    db.execute(_VECTORS_SQL, {"rows": keys, "vecs": vecs, "width": width})
     db.execute(_CHANGES_SQL, (changes,))
     return db.execute("SELECT max(seq) FROM changes").fetchone()[0]
 

@@ -160,3 +160,22 @@ def test_metadata_encoder_falls_back_when_the_private_constructor_differs(monkey
             _validate._metadata_encoder.cache_clear()
     monkeypatch.undo()
     assert _validate._metadata_encoder() is not None     # (CPython 3.11 here: the fast one)
+
+
+def test_the_bulk_statements_bind_named_parameters_from_dicts():
+    """Python 3.12.0-3.12.3 warn (DeprecationWarning, "will fail in 3.14") on numbered parameters
+    (?1) bound from a sequence, so the bulk inserts name theirs; and a bulk insert of the second
+    thread's kind raises no warning of its own."""
+    import re
+    import warnings
+    sqls = [v for k, v in vars(_writer).items() if k.endswith("_SQL") and isinstance(v, str)]
+    assert len(sqls) >= 4 and not [s for s in sqls if re.search(r"\?\d", s)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        import tempfile
+        with tempfile.TemporaryDirectory() as d, MemoryEngine(d, project="p") as mem:
+            got = mem.remember_many([{"content": f"note {i} on #{i % 7}\n# part\nbody {i}", "force": True}
+                                     for i in range(_writer.OVERLAP_MIN_NODES)])
+            stats = mem.stats()
+            assert len(got) == stats["documents"] == _writer.OVERLAP_MIN_NODES
+            assert stats["nodes"] == stats["vectors"] == 2 * len(got)
