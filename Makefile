@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install install-test bench bench-1m bench-quick locomo clean
+.PHONY: demo test test-pythons install install-test bench bench-1m bench-quick locomo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,5 +60,20 @@ bench-1m: $(BENCH_VENV)/.installed
 locomo: $(STAMP)
 	$(PY) benchmarks/locomo.py ../shared/data/locomo/locomo_dev.json
 
+# The tests and notebooks on the other supported Pythons (CI runs 3.11): each of PYTHONS that runs
+# here gets a venv of its own, .venv-3.x; one that does not is skipped. Not part of `make test`.
+PYTHONS ?= python3.10 python3.12 python3.13
+
+test-pythons:
+	@for p in $(PYTHONS); do \
+	  v=$$($$p -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || { echo "$$p: not found, skipped"; continue; }; \
+	  d=.venv-$$v; echo "== Python $$v ($$d)"; \
+	  test -x $$d/bin/python || $$p -m venv $$d || exit 1; \
+	  $$d/bin/python -m pip install --quiet -e ".[test]" || exit 1; \
+	  $$d/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null || exit 1; \
+	  OPENBLAS_NUM_THREADS=1 $$d/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || exit 1; \
+	  $$d/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q || exit 1; \
+	done
+
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so
+	rm -rf $(VENV) $(BENCH_VENV) .venv-3.* build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so
