@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-pythons install install-test bench bench-1m bench-quick locomo clean
+.PHONY: demo test test-pythons test-oldest install install-test bench bench-1m bench-quick locomo clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -75,5 +75,19 @@ test-pythons:
 	  $$d/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q || exit 1; \
 	done
 
+# The tests and notebooks with each runtime dependency at its lowest declared version (pyproject's
+# ">=", pinned by .ci/oldest_pins.py), on CI's Python, in .venv-oldest. Not part of `make test`.
+OLDEST := .venv-oldest
+
+test-oldest:
+	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST)/bin/python .ci/oldest_pins.py > $(OLDEST)/pins.txt
+	$(OLDEST)/bin/python -m pip install --quiet -r $(OLDEST)/pins.txt
+	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/pins.txt -e ".[test]"
+	$(OLDEST)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	OPENBLAS_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(OLDEST)/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q
+
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .venv-3.* build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so
+	rm -rf $(VENV) $(BENCH_VENV) .venv-3.* $(OLDEST) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so

@@ -68,3 +68,18 @@ def test_the_version_is_written_once():
     pyproject = _pyproject()
     assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "ipy_memory.__version__"}
+
+
+def test_every_runtime_dependency_has_an_oldest_version_to_test():
+    """`make test-oldest` installs .ci/oldest_pins.py's pins: one per dependency, each at the lowest
+    version pyproject allows (a requirement it cannot pin, such as "~=" or a marker, stops it)."""
+    import subprocess
+    import sys
+    deps = _pyproject()["project"]["dependencies"]
+    out = subprocess.run([sys.executable, str(ROOT / ".ci" / "oldest_pins.py"), str(ROOT / "pyproject.toml")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    pins = out.stdout.split()
+    assert [p.split("==")[0] for p in pins] == [d.split(">=")[0] for d in deps]
+    assert all(p.split("==")[1].rstrip(".*") == d.split(">=")[1] for p, d in zip(pins, deps))
+    assert "usearch==2.19.1" in pins         # older ones crash or refuse (pyproject.toml says which)
