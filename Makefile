@@ -75,16 +75,17 @@ test-pythons:
 	  $$d/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q || exit 1; \
 	done
 
-# The tests and notebooks with each runtime dependency at its lowest declared version (pyproject's
-# ">=", pinned by .ci/oldest_pins.py), on CI's Python, in .venv-oldest. Not part of `make test`.
+# The tests and notebooks with each runtime dependency and the `local` extra's at its lowest declared
+# version (pyproject's ">=", pinned by .ci/oldest_pins.py), on CI's Python, in .venv-oldest. Not
+# part of `make test`.
 OLDEST := .venv-oldest
 
 test-oldest:
 	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install --quiet --upgrade pip
-	$(OLDEST)/bin/python .ci/oldest_pins.py > $(OLDEST)/pins.txt
+	$(OLDEST)/bin/python .ci/oldest_pins.py pyproject.toml local > $(OLDEST)/pins.txt
 	$(OLDEST)/bin/python -m pip install --quiet -r $(OLDEST)/pins.txt
-	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/pins.txt -e ".[test]"
+	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/pins.txt -e ".[test,local]"
 	$(OLDEST)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	OPENBLAS_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	$(OLDEST)/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q

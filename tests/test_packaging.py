@@ -83,3 +83,7 @@ def test_every_runtime_dependency_has_an_oldest_version_to_test():
     assert [p.split("==")[0] for p in pins] == [d.split(">=")[0] for d in deps]
     assert all(p.split("==")[1].rstrip(".*") == d.split(">=")[1] for p, d in zip(pins, deps))
     assert "usearch==2.19.1" in pins         # older ones crash or refuse (pyproject.toml says which)
+    local = subprocess.run([sys.executable, str(ROOT / ".ci" / "oldest_pins.py"), str(ROOT / "pyproject.toml"), "local"],
+                           capture_output=True, text=True)
+    assert local.returncode == 0 and local.stdout.split()[:len(pins)] == pins, local.stderr
+    assert len(local.stdout.split()) == len(pins) + len(_pyproject()["project"]["optional-dependencies"]["local"])
