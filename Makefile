@@ -5,6 +5,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# the notebooks, as every test target runs them
+NBVAL_ARGS := --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q
 
 .PHONY: demo test test-pythons test-oldest install install-test bench bench-1m bench-quick locomo clean
 
@@ -32,7 +34,7 @@ demo: $(STAMP)
 
 test: $(VENV)/.installed-test
 	OPENBLAS_NUM_THREADS=1 $(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q
+	$(PY) -m pytest $(NBVAL_ARGS)
 
 bench-quick: $(VENV)/.installed-test
 	$(PY) benchmarks/scale.py --quick
@@ -72,7 +74,7 @@ test-pythons:
 	  $$d/bin/python -m pip install --quiet -e ".[test]" || exit 1; \
 	  $$d/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null || exit 1; \
 	  OPENBLAS_NUM_THREADS=1 $$d/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || exit 1; \
-	  $$d/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q || exit 1; \
+	  $$d/bin/python -m pytest $(NBVAL_ARGS) || exit 1; \
 	done
 
 # The tests and notebooks with each runtime dependency and the `local` extra's at its lowest declared
@@ -88,7 +90,7 @@ test-oldest:
 	$(OLDEST)/bin/python -m pip install --quiet -c $(OLDEST)/pins.txt -e ".[test,local]"
 	$(OLDEST)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	OPENBLAS_NUM_THREADS=1 $(OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
-	$(OLDEST)/bin/python -m pytest --nbval notebooks/ --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:cacheprovider -q
+	$(OLDEST)/bin/python -m pytest $(NBVAL_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .venv-3.* $(OLDEST) build dist *.egg-info .pytest_cache ipy_memory/_speedups*.so
