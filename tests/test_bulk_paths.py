@@ -3,7 +3,9 @@ lines, content hashes by OpenSSL's SHA-256, a batch's vectors sliced from one ma
 inserted from the second thread (statement journals in memory, JSON as UTF-8 bytes)."""
 
 import random
+import re
 import unicodedata
+import warnings
 
 import numpy as np
 import pytest
@@ -162,18 +164,15 @@ def test_metadata_encoder_falls_back_when_the_private_constructor_differs(monkey
     assert _validate._metadata_encoder() is not None     # (CPython 3.11 here: the fast one)
 
 
-def test_the_bulk_statements_bind_named_parameters_from_dicts():
+def test_the_bulk_statements_bind_named_parameters_from_dicts(tmp_path):
     """Python 3.12.0-3.12.3 warn (DeprecationWarning, "will fail in 3.14") on numbered parameters
     (?1) bound from a sequence, so the bulk inserts name theirs; and a bulk insert of the second
     thread's kind raises no warning of its own."""
-    import re
-    import warnings
     sqls = [v for k, v in vars(_writer).items() if k.endswith("_SQL") and isinstance(v, str)]
     assert len(sqls) >= 4 and not [s for s in sqls if re.search(r"\?\d", s)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        import tempfile
-        with tempfile.TemporaryDirectory() as d, MemoryEngine(d, project="p") as mem:
+        with MemoryEngine(tmp_path, project="p") as mem:
             got = mem.remember_many([{"content": f"note {i} on #{i % 7}\n# part\nbody {i}", "force": True}
                                      for i in range(_writer.OVERLAP_MIN_NODES)])
             stats = mem.stats()

@@ -3,6 +3,8 @@ outputs hold in any environment the package installs into. Building a wheel or a
 setuptools>=77, which the test environment need not have, so the builds themselves are not run here."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,8 +75,6 @@ def test_the_version_is_written_once():
 def test_every_runtime_dependency_has_an_oldest_version_to_test():
     """`make test-oldest` installs .ci/oldest_pins.py's pins: one per dependency, each at the lowest
     version pyproject allows (a requirement it cannot pin, such as "~=" or a marker, stops it)."""
-    import subprocess
-    import sys
     deps = _pyproject()["project"]["dependencies"]
     out = subprocess.run([sys.executable, str(ROOT / ".ci" / "oldest_pins.py"), str(ROOT / "pyproject.toml")],
                          capture_output=True, text=True)
