@@ -30,10 +30,20 @@ class Param:
     max_length: int | None = None
     pattern: str | None = None
 
+    def __post_init__(self):
+        # (a user's own tool: a type no schema or check knows, or a default that `required` makes
+        # unreachable, would be exported as given and fail only when a model calls it)
+        if self.type not in _JSON_TYPES:
+            raise InvalidArgument(f"Param type must be one of {', '.join(_JSON_TYPES)}, got {self.type!r}")
+        if self.required and self.default is not None:
+            raise InvalidArgument("a required Param takes no default: a call must give the value")
+
     def describe(self) -> str:
         text = self.description
         if self.minimum is not None and self.maximum is not None:
-            text += f" Range {self.minimum:g}–{self.maximum:g}."
+            text += f" Range {_number(self.minimum)}–{_number(self.maximum)}."
+        if self.max_length is not None:   # (strict mode has no maxLength: the model reads it here)
+            text += f" At most {self.max_length:,} characters."
         if self.default is not None:
             text += f" Default {json.dumps(self.default)}."
         return text
@@ -91,8 +101,13 @@ class Param:
 
     def _range(self) -> str:
         if self.minimum is not None and self.maximum is not None:
-            return f" between {self.minimum:g} and {self.maximum:g}"
+            return f" between {_number(self.minimum)} and {_number(self.maximum)}"
         return ""
+
+
+def _number(x: float) -> str:
+    """A limit as a reader writes it: 3,153,600,000 and 1,000,000,000,000, not 3.1536e+09 and 1e+12."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass
@@ -120,11 +135,10 @@ class ToolResult:
         return block
 
     def to_mcp(self) -> dict:
-        """An MCP `CallToolResult`."""
-        out: dict[str, Any] = {"content": [{"type": "text", "text": self.text}], "isError": self.is_error}
-        if isinstance(self.data, dict):
-            out["structuredContent"] = self.data
-        return out
+        """An MCP `CallToolResult`: the text alone. `data` is not sent as `structuredContent`: no tool
+        declares an outputSchema, and a search's data holds the hits' raw text, outside the block's
+        untrusted-material frame, and again beside the block (a client that wants it has `.data`)."""
+        return {"content": [{"type": "text", "text": self.text}], "isError": self.is_error}
 
     def __str__(self) -> str:
         return self.text
@@ -161,8 +175,10 @@ class ToolSpec:
 
     def validate(self, arguments: dict) -> dict:
         unknown = sorted(map(str, set(arguments) - set(self.params)))     # (a key may be no str)
-        if unknown:
-            raise InvalidArgument(f"unknown argument(s) {', '.join(unknown)}; {self.name} takes "
+        if unknown:      # (bounded: a model's 100,000-character key, or 50,000 keys, is not echoed back)
+            listed = ", ".join(k if len(k) <= 80 else k[:77] + "..." for k in unknown[:10])
+            listed += f" and {len(unknown) - 10:,} more" if len(unknown) > 10 else ""
+            raise InvalidArgument(f"unknown argument(s) {listed}; {self.name} takes "
                                   f"{', '.join(self.params) or 'no arguments'}")
         out = {}
         for key, p in self.params.items():

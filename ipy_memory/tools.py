@@ -28,7 +28,9 @@ __all__ = ["Param", "ToolSpec", "ToolResult", "TOOLS", "FORMATS", "register", "a
            "call_tool", "tool_calls", "run_tool_calls", "maintenance"]
 
 FORMATS = ("openai", "openai-responses", "anthropic", "mcp")
-NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# A search's token budget unless the call sets one: a model's context is not flooded by long sections
+SEARCH_MAX_TOKENS = 4000
 SEARCH_SCOPES = ("project+global", "project", "global", "session", "session+project", "session+global",
                  "session+project+global")
 WRITE_SCOPES = ("project", "global", "session")
@@ -39,7 +41,7 @@ TOOLS: dict[str, ToolSpec] = {}
 
 def register(spec: ToolSpec) -> ToolSpec:
     """Add (or replace) a tool in the registry."""
-    if not NAME_RE.match(spec.name):
+    if not isinstance(spec.name, str) or not NAME_RE.fullmatch(spec.name):    # (match lets "name\n" through)
         raise InvalidArgument(f"tool name {spec.name!r} must match {NAME_RE.pattern}")
     TOOLS[spec.name] = spec
     return spec
@@ -56,6 +58,10 @@ def _search(engine, a: dict, meta: dict | None) -> ToolResult:
                  else "No memory matched")
         text = (f"{found}, but no <memory-recall> block fits max_tokens={a['max_tokens']}: "
                 "search again with a larger max_tokens.")
+    elif len(r) < min(a["limit"], r.candidates):   # the budget left out longer excerpts: say so, never silently
+        left = min(a["limit"], r.candidates) - len(r)
+        text += (f"\n({left} more matching {'memory' if left == 1 else 'memories'} did not fit "
+                 f"max_tokens={a['max_tokens']}: search again with a larger max_tokens or a narrower path.)")
     return ToolResult("memory_search", text, data, value=r)
 
 
@@ -112,8 +118,8 @@ def maintenance(method: str) -> Handler:
 
 _SCOPE_SEARCH = Param("string", "Which memories to search: '+'-joined session, project, global.",
                       "project+global", enum=SEARCH_SCOPES)
-_PROJECT = Param("string", "Project name (default: the current project, from the git remote or directory).",
-                 max_length=256)
+_PROJECT = Param("string", "Project name (default: the current project, from the git remote or directory); "
+                 "only with a scope that includes project.", max_length=256)
 _ID = Param("string", "Memory id 'm-0123456789abcdef', or 'm-0123456789abcdef#2' for one section.", required=True,
             pattern=MEMORY_OR_SECTION_ID)
 
@@ -125,7 +131,8 @@ register(ToolSpec(
     {"query": Param("string", "What to look for, in natural language or keywords.", required=True, max_length=10_000),
      "scope": _SCOPE_SEARCH, "project": _PROJECT,
      "limit": Param("integer", "Maximum number of excerpts.", 10, minimum=1, maximum=50),
-     "max_tokens": Param("integer", "Token budget for the whole block (optional).", minimum=1, maximum=100_000),
+     "max_tokens": Param("integer", "Token budget for the whole block; an excerpt that does not fit is left out "
+                         "(the reply says how many).", SEARCH_MAX_TOKENS, minimum=1, maximum=100_000),
      "path": Param("string", "Only sections under this heading path, e.g. 'Setup/Env'.", max_length=1000)},
     _search, read_only=True, idempotent=True, calls="recall"))
 
@@ -211,13 +218,16 @@ def export_tools(format: str = "openai", *, prefix: str = "", engine: Any = None
     """Tool definitions for an LLM API: 'openai' (chat completions), 'openai-responses', 'anthropic' or 'mcp'.
 
     OpenAI schemas are strict-mode valid (every property required, optional ones nullable). `prefix`
-    is prepended to every name (e.g. 'notes_'); pass the same prefix to `call_tool`.
+    is prepended to every name (e.g. 'notes_'); pass the same prefix to `call_tool`. An engine opened
+    read-only is offered the read-only tools alone (the others could only fail).
     """
     if not isinstance(format, str) or format not in FORMATS:
         raise InvalidArgument(f"format must be one of {', '.join(FORMATS)}, got {v.shown(format)}")
     prefix, strict = _check_prefix(prefix), v.flag(strict, "strict")
     out = []
     for t in available_tools(engine):
+        if getattr(engine, "read_only", False) is True and not t.read_only:
+            continue
         name = prefix + t.name
         if format in ("openai", "openai-responses"):
             fn = {"name": name, "description": t.description, "parameters": t.input_schema(strict=strict),
@@ -249,7 +259,8 @@ def call_tool(name: str, arguments: dict | str | None = None, *, engine: Any, pr
     prefix = _check_prefix(prefix)
     if engine is None:
         raise InvalidArgument("engine must be a MemoryEngine, not None")
-    shown = name if isinstance(name, str) else repr(name)
+    # (bounded: a 100,000-character name is not echoed back in full)
+    shown = name if isinstance(name, str) and len(name) <= 80 else v.shown(name)
     if isinstance(name, str) and prefix and name.startswith(prefix):
         name = name[len(prefix):]
     spec = TOOLS.get(name) if isinstance(name, str) else None

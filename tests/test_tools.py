@@ -103,7 +103,7 @@ def test_anthropic_and_mcp_shapes():
     s = anth["memory_search"]["input_schema"]
     assert s["required"] == ["query"] and s["properties"]["limit"]["default"] == 10
     assert s["properties"]["max_tokens"] == {"type": "integer", "description": s["properties"]["max_tokens"]["description"],
-                                             "minimum": 1, "maximum": 100000}
+                                             "minimum": 1, "maximum": 100000, "default": 4000}
     assert anth["memory_list"]["input_schema"]["properties"]["limit"]["maximum"] == 200
     mcp = {t["name"]: t for t in export_tools("mcp", engine=WithLifecycle())}
     assert mcp["memory_search"]["annotations"]["readOnlyHint"] is True
@@ -184,7 +184,7 @@ def _deep(depth: int) -> list:
     ("memory_search", {"query": "x", "limit": "5"}, "limit must be an integer"),
     ("memory_search", {"query": "x", "limit": 2.5}, "limit must be an integer"),
     ("memory_search", {"query": "x", "limit": True}, "limit must be an integer"),
-    ("memory_search", {"query": "x", "max_tokens": 100001}, "max_tokens must be between 1 and 100000"),
+    ("memory_search", {"query": "x", "max_tokens": 100001}, "max_tokens must be between 1 and 100,000"),
     ("memory_search", {"query": 7}, "query must be a string"),
     ("memory_search", {"query": "x", "scope": "everything"}, "scope must be one of"),
     ("memory_search", {"query": "x", "k": 3}, "unknown argument(s) k"),
@@ -244,7 +244,8 @@ def test_result_shapes():
     assert r.to_openai("call_1") == {"role": "tool", "tool_call_id": "call_1", "content": "text"}
     assert r.to_openai_responses("fc_1") == {"type": "function_call_output", "call_id": "fc_1", "output": "text"}
     assert r.to_anthropic("tu_1") == {"type": "tool_result", "tool_use_id": "tu_1", "content": "text"}
-    assert r.to_mcp() == {"content": [{"type": "text", "text": "text"}], "isError": False, "structuredContent": {"a": 1}}
+    # (no structuredContent: no tool declares an outputSchema, and a search's data holds raw, unframed text)
+    assert r.to_mcp() == {"content": [{"type": "text", "text": "text"}], "isError": False}
 
 
 def test_tool_calls_in_every_shape(stocked):
@@ -402,3 +403,57 @@ def test_bad_prefix_in_a_call_is_an_invalid_argument(stocked):
     from ipy_memory.errors import InvalidArgument
     with pytest.raises(InvalidArgument, match="prefix"):
         call_tool("memory_stats", {}, engine=stocked, prefix=5)
+
+
+# ------------------------------------------------------------------------------ bounded replies (audit, 31st session)
+def test_search_is_bounded_by_default_and_says_what_it_left_out(engine):
+    """A model's search with default arguments gets at most SEARCH_MAX_TOKENS of block (ten long
+    sections gave ~450,000 characters before), and a line saying how many matches did not fit."""
+    from ipy_memory.tools import SEARCH_MAX_TOKENS
+    for i in range(6):
+        engine.remember(f"Report {i} on the churn model. " + f"churn detail {i} " * 2000, force=True)
+    engine.remember("The churn model retrains weekly.", force=True)
+    r = call_tool("memory_search", {"query": "churn model"}, engine=engine)
+    assert not r.is_error and r.data["tokens"] <= SEARCH_MAX_TOKENS
+    assert len(r.text) < SEARCH_MAX_TOKENS * 6
+    assert "retrains weekly" in r.text
+    assert "6 more matching memories did not fit max_tokens=4000" in r.text
+    wide = call_tool("memory_search", {"query": "churn model", "max_tokens": 100_000}, engine=engine)
+    assert wide.data["count"] == 7 and "did not fit" not in wide.text
+
+
+def test_error_replies_do_not_echo_unbounded_input(engine):
+    long_name = "x" * 100_000
+    r = call_tool(long_name, {}, engine=engine)
+    assert r.is_error and len(r.text) < 1000
+    r = call_tool("memory_search", {"query": "q", long_name: 1}, engine=engine)
+    assert r.is_error and len(r.text) < 1000 and "unknown argument" in r.text
+    r = call_tool("memory_search", {"query": "q", **{f"k{i}": 1 for i in range(50_000)}}, engine=engine)
+    assert r.is_error and len(r.text) < 1000 and "and 49,990 more" in r.text
+
+
+def test_register_refuses_what_no_api_or_check_accepts():
+    from ipy_memory.tools import Param, ToolSpec, register
+    ok = lambda engine, a, meta: ToolResult("x", "ok")
+    with pytest.raises(InvalidArgument, match="tool name"):
+        register(ToolSpec("my_tool\n", "t", "d", {}, ok))        # re.match with '$' let this through
+    with pytest.raises(InvalidArgument, match="Param type"):
+        Param("array", "a list")
+    with pytest.raises(InvalidArgument, match="required Param takes no default"):
+        Param("string", "s", "x", required=True)
+    assert "my_tool\n" not in TOOLS
+
+
+def test_strict_descriptions_state_lengths_and_limits_readably():
+    props = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in export_tools("openai")}
+    assert "At most 10,000 characters." in props["memory_search"]["query"]["description"]
+    assert "Range 0–3,153,600,000." in props["memory_remember"]["ttl"]["description"]
+    assert "Range 0–1,000,000,000,000." in props["memory_list"]["offset"]["description"]
+
+
+def test_a_read_only_engine_is_offered_the_read_only_tools(tmp_path):
+    MemoryEngine(tmp_path, project="p").close()
+    with MemoryEngine(tmp_path, project="p", read_only=True) as ro:
+        names = {t["name"] for t in export_tools("mcp", engine=ro)}
+        assert names == {t.name for t in TOOLS.values() if t.read_only}
+        assert "memory_remember" not in names and "memory_search" in names
