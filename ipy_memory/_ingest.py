@@ -184,7 +184,8 @@ def _message_text(msg: dict, i: int) -> str:
     raise InvalidArgument(f"message {i}: content must be a str or a list of content parts")
 
 
-# Acknowledgements an exchange leaves out, unless they reply to a question: then "No." is the answer
+# Acknowledgements an exchange leaves out (ending "." or "!", or the full-width "。" or "！"), unless they
+# reply to a question: then "No." is the answer
 _TRIVIAL = {"ok", "okay", "thanks", "thank you", "yes", "no", "sure", "k", "继续", "好的", "好", "谢谢", "嗯"}
 
 
@@ -205,7 +206,7 @@ def prepare_exchange(session_id, messages, *, scope, project, importance, ttl, m
         text = r.text(_message_text(msg, i).strip())
         if not text:
             continue
-        trivial, asked = not asked and text.lower().strip(" .!") in _TRIVIAL, bool(question_marks(text))
+        trivial, asked = not asked and text.lower().strip(" .!。！") in _TRIVIAL, bool(question_marks(text))
         if trivial:
             continue
         v.text(text, f"message {i} content", max_chars=settings.max_content_chars)

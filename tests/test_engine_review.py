@@ -285,6 +285,14 @@ def test_an_exchange_still_leaves_out_acknowledgements(mem):
         mem.remember_exchange("chat-3", [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "thanks"}])
 
 
+def test_full_width_punctuation_does_not_keep_an_acknowledgement(mem):
+    """"好的。" is as trivial as "好的" and "ok." (full-width punctuation ends Chinese replies)."""
+    r = mem.remember_exchange("chat-zh", [
+        {"role": "user", "content": "周五部署吗"}, {"role": "assistant", "content": "好的。"},
+        {"role": "user", "content": "谢谢！"}, {"role": "assistant", "content": "部署在16:00。"}])
+    assert [t.split(": ", 1)[1] for t in mem.get(r.id).content.split("\n\n")] == ["周五部署吗", "部署在16:00。"]
+
+
 # ------------------------------------------------------------------------------ 7. Markdown: no setext heading after a list or quote
 STANDUP = """# Standup 2024-05-02
 - Alice: fixed the churn model's leakage
