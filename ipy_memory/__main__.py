@@ -1,6 +1,7 @@
 """Command line: python -m ipy_memory {demo,store,recall,list,forget,stats,selftest,inspect,backup}.
 
-Every subcommand takes --data-dir (default: IPY_MEMORY_DATA_DIR or the platform data dir) and --json.
+Every subcommand takes --json; all but selftest (which works on a temporary store) also --data-dir (default:
+IPY_MEMORY_DATA_DIR or the platform data dir) and --project.
 Errors print one line and exit with status 2 (bad input) or 1 (anything else).
 """
 
@@ -17,8 +18,10 @@ from pathlib import Path
 
 from . import __version__, _kernels
 from ._display import one_line
+from .config import default_data_dir
 from .engine import MemoryEngine
-from .errors import InvalidArgument, IpyMemoryError
+from .errors import InvalidArgument, IpyMemoryError, StorageError
+from .store import DB_NAME
 
 DEMO_QUERIES = [
     "where does the nightly sales job load from?",
@@ -61,7 +64,17 @@ def _stdin_text() -> str:
 
 
 def _engine(args, **kw) -> MemoryEngine:
-    return MemoryEngine(args.data_dir, project=getattr(args, "project", None), **kw)
+    try:
+        return MemoryEngine(args.data_dir, project=getattr(args, "project", None),
+                            session=getattr(args, "session", None), **kw)
+    except StorageError:
+        # A read-only open never creates the store: say whether the data dir is wrong or still empty.
+        d = Path(args.data_dir if args.data_dir is not None else default_data_dir()).expanduser().resolve()
+        if kw.get("read_only") and (d.is_dir() or not d.exists()) and not (d / DB_NAME).exists():
+            why = "nothing has been stored there yet" if d.exists() else "that directory does not exist"
+            raise StorageError(f"no memory store in {d}: {why}. Check --data-dir (or IPY_MEMORY_DATA_DIR), "
+                               f"or store a memory first: {_prog()} store TEXT --data-dir {d}") from None
+        raise
 
 
 def _no_embedding(args, **kw) -> MemoryEngine:
@@ -103,6 +116,10 @@ def cmd_demo(args) -> None:
 
 
 def cmd_store(args) -> None:
+    if args.scope == "session" and args.session is None:
+        # Each CLI run is a new process with a new session id: no later command could see the memory.
+        raise InvalidArgument("--scope session needs --session ID: each command runs in a new session, so no later "
+                              "command could find the memory; pass the same --session ID to recall and list")
     text = _stdin_text() if args.text == "-" else _utf8(args.text, "TEXT")
     with _engine(args) as mem:
         r = mem.remember(text, title=args.title, scope=args.scope, force=args.force)
@@ -182,35 +199,40 @@ def _prog() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    json_only = argparse.ArgumentParser(add_help=False)       # (selftest works on a temporary store of its own)
+    json_only.add_argument("--json", action="store_true", help="machine-readable output")
+    common = argparse.ArgumentParser(add_help=False, parents=[json_only])
     common.add_argument("--data-dir", help="store location (default: IPY_MEMORY_DATA_DIR or the user data dir)")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--project", help="project name (default: git remote or working directory)")
+    session = argparse.ArgumentParser(add_help=False)
+    session.add_argument("--session", metavar="ID", help="session id for the 'session' scope (default: a new one per "
+                         "command; required by store --scope session)")
     p = argparse.ArgumentParser(prog=_prog(), description="ipy_memory: long-term memory for notebooks")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", parents=[common], help="store bundled notes in a temp dir, recall, print block and stats")
-    s = sub.add_parser("store", parents=[common], help="remember TEXT ('-' reads stdin)")
+    s = sub.add_parser("store", parents=[common, session], help="remember TEXT ('-' reads stdin)")
     s.add_argument("text", help="the note (Markdown: headings become sections); '-' reads it from stdin")
     s.add_argument("--title", help="title (default: the first heading or line)")
     s.add_argument("--scope", default="project", choices=["session", "project", "global"],
                    help="where it lives (default: project)")
     s.add_argument("--force", action="store_true", help="store it even if a near-duplicate exists")
-    s = sub.add_parser("recall", parents=[common], help="recall QUERY and print the <memory-recall> block")
+    s = sub.add_parser("recall", parents=[common, session], help="recall QUERY and print the <memory-recall> block")
     s.add_argument("query", help="what to look for")
     s.add_argument("--scope", default="project+global",
                    help="'+'-joined session, project, global (default: project+global)")
-    s.add_argument("-n", "--limit", type=int, help="number of hits, 1-50 (default 10)")
+    s.add_argument("-n", "--limit", type=int,
+                   help="number of hits, 1-50 (default 10; with --max-tokens up to 50, as many as fit the budget)")
     s.add_argument("--max-tokens", type=int, help="token budget of the recall block, 1-100000")
     s.add_argument("--read-only", action="store_true", help="open the store read-only (e.g. on a read-only mount)")
-    s = sub.add_parser("list", parents=[common], help="list memories, newest first")
+    s = sub.add_parser("list", parents=[common, session], help="list memories, newest first")
     s.add_argument("--scope", help="'+'-joined session, project, global (default: all three)")
     s.add_argument("-n", "--limit", type=int, default=50, help="page size, 1-200 (default 50)")
     s.add_argument("--offset", type=int, default=0, help="how many to skip (default 0)")
     s = sub.add_parser("forget", parents=[common], help="forget a memory or section by id")
     s.add_argument("id", help="m-0123456789abcdef (a memory) or m-0123456789abcdef#2 (one of its sections)")
     sub.add_parser("stats", parents=[common], help="counts, sizes, embedder, tiers")
-    sub.add_parser("selftest", parents=[common], help="offline engine checks on a temporary store")
+    sub.add_parser("selftest", parents=[json_only], help="offline engine checks on a temporary store")
     s = sub.add_parser("inspect", parents=[common], help="read-only view of a live store")
     s.add_argument("-n", "--limit", type=int, default=20, help="how many of the newest memories to list (default 20)")
     s = sub.add_parser("backup", parents=[common], help="copy the database to OUT (online backup API); OUT must be new or an "

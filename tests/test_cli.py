@@ -78,3 +78,54 @@ def test_version_and_list_text(tmp_path):
     cli("store", "--data-dir", d, "kelp notes for the version test")
     out = cli("list", "--data-dir", d).stdout
     assert out.count("of 1") == 1, out          # the page was counted twice: 'memories 1–1 of 1' ... '(1 of 1)'
+
+
+def test_store_scope_session_needs_session_and_session_reaches_it_again(tmp_path):
+    """Each CLI run is a new session: a session memory stored without --session was unreachable."""
+    d = str(tmp_path / "m")
+    bad = cli("store", "on-call rota note", "--scope", "session", "--data-dir", d, check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1
+    assert "--session" in bad.stderr and not bad.stdout and not (tmp_path / "m").exists()
+    stored = json.loads(cli("store", "on-call rota note", "--scope", "session", "--session", "s1",
+                            "--data-dir", d, "--json").stdout)
+    hits = json.loads(cli("recall", "on-call rota", "--scope", "session", "--session", "s1", "--data-dir", d,
+                          "--json").stdout)
+    assert [h["document_id"] for h in hits] == [stored["id"]] and hits[0]["space"] == "session:s1"
+    assert json.loads(cli("list", "--session", "s1", "--data-dir", d, "--json").stdout)["total"] == 1
+    assert json.loads(cli("list", "--session", "s2", "--data-dir", d, "--json").stdout)["total"] == 0
+
+
+def test_selftest_refuses_data_dir_and_project(tmp_path):
+    """selftest runs on a temporary store: --data-dir / --project were accepted and silently ignored."""
+    for opt in ("--data-dir", "--project"):
+        bad = cli("selftest", opt, str(tmp_path / "x"), check=False)
+        assert bad.returncode == 2 and f"unrecognized arguments: {opt}" in bad.stderr and not bad.stdout
+    assert json.loads(cli("selftest", "--json").stdout)["ok"] is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_commands_on_a_missing_store_say_what_to_do(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for d, why in ((tmp_path / "empty", "nothing has been stored there yet"),
+                   (tmp_path / "typo", "that directory does not exist")):
+        for args in (["list"], ["stats"], ["inspect"], ["backup", str(tmp_path / "b.sqlite3")],
+                     ["recall", "vpn", "--read-only"]):
+            bad = cli(*args, "--data-dir", str(d), check=False)
+            assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and not bad.stdout, (args, bad.stderr)
+            assert bad.stderr.startswith(f"error: no memory store in {d}: {why}. Check --data-dir"), bad.stderr
+            assert f"store TEXT --data-dir {d}" in bad.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any((tmp_path / "empty").iterdir())
+
+
+def test_recall_limit_help_tells_the_max_tokens_default(tmp_path):
+    """The help said 'default 10', but with --max-tokens and no -n the engine returns up to 50 hits."""
+    from ipy_memory import MemoryEngine
+    help_text = " ".join(cli("recall", "--help").stdout.split())
+    assert "default 10; with --max-tokens up to 50" in help_text
+    d = tmp_path / "m"
+    with MemoryEngine(d, project="p") as mem:
+        for i in range(12):
+            mem.remember(f"kelp tank {i} note: pump {i * 7} litres", force=True)
+    n = [len(json.loads(cli("recall", "kelp tank", "--data-dir", str(d), "--project", "p", "--json", *extra).stdout))
+         for extra in ([], ["--max-tokens", "100000"])]
+    assert n == [10, 12]
