@@ -1,7 +1,8 @@
 """What the magics do that needs no IPython import: splitting options from free text, scope arguments,
 $var expansion, provenance metadata, the one-line summary unless the result shows as the cell's output,
 error texts and hints, the ids %forget deletes, the memory a %%store NAME cell stored before, the
-config values their traits reject, the entries put in IPython's magic tables and what they replaced.
+config values their traits reject, the entries put in IPython's magic tables and what they replaced,
+the cell form's usage in %%remember's help.
 
 Bad input raises InvalidArgument; magics.py turns it into IPython's UsageError (a message, no traceback).
 """
@@ -25,6 +26,9 @@ from .errors import InvalidArgument, NotFound
 from .store import DB_NAME
 from .tools import TOOLS
 
+# %recall without a budget asks for the most a search takes (the agent tool's own default is smaller)
+NO_BUDGET = TOOLS["memory_search"].params["max_tokens"].maximum
+
 # one token: quoted parts kept whole, or a run of non-space characters
 _TOKEN = re.compile(r"""\s*((?:[^\s"']|"(?:[^"\\]|\\.)*"|'[^']*')+|\S+)""")
 
@@ -40,9 +44,15 @@ HINTS = {
 }
 
 
-def open_hint(exc: Exception, project: str) -> str:
-    """What to change when the engine cannot open: the setting at fault (data_dir only for the store's errors)."""
-    kind = type(exc).__name__
+def open_hint(exc: Exception, magics) -> str:
+    """What to change when a MemoryMagics' engine cannot open: the setting at fault (data_dir only for the
+    store's errors)."""
+    kind, project = type(exc).__name__, magics.project
+    if kind == "EmbedderMismatch" and not magics.embedder:
+        # the store's own preset was tried: it records none (built or re-embedded with an Embedder object)
+        return ("the magics cannot open it: it was built with a custom embedder, not a preset. Open it in "
+                "Python, MemoryEngine(path, embedder=...), or use another store: "
+                "%config MemoryMagics.data_dir = '/path/to/dir'")
     if kind != "InvalidArgument":
         return HINTS.get(kind, HINTS["StorageError"])
     try:
@@ -149,6 +159,16 @@ def open_engine(engine_class, magics):
         print(f"ipy_memory: {unwritable} is not writable here: opened read-only "
               "(%recall, %memories and %memstats work; writing does not)")
     return engine
+
+
+def cell_usage(usage: str):
+    """Decorator: a line_cell_magic's help (one docstring for both forms) with the cell form's `usage`
+    below argparse's usage line, which shows the line form only. Put it above @magic_arguments."""
+    def add(func):
+        end = func.__doc__.index("\n\n", func.__doc__.index("\n\n") + 2)    # the usage block's end
+        func.__doc__ = f"{func.__doc__[:end]}\n  {usage}{func.__doc__[end:]}"
+        return func
+    return add
 
 
 def given(value, default):

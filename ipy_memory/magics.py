@@ -18,9 +18,10 @@ from traitlets.config.loader import DeferredConfig, LazyConfigValue
 
 from . import tools
 from ._formatters import ShellDisplay
-from ._magicline import (MagicTable, RecallBlock, announce, error_text, expand_vars, given, ids_to_forget,
-                         loaded_magics, no_arguments, open_engine, open_hint, provenance, rejected_settings, scope_arg,
-                         split_options, unwritable_store, without_semicolon, without_settings, write_scope)
+from ._magicline import (NO_BUDGET, MagicTable, RecallBlock, announce, cell_usage, error_text, expand_vars, given,
+                         ids_to_forget, loaded_magics, no_arguments, open_engine, open_hint, provenance,
+                         rejected_settings, scope_arg, split_options, unwritable_store, without_semicolon,
+                         without_settings, write_scope)
 from ._remembered import Said, misplaced_option, named_memory, replacement_metadata, store_name
 from .block import FRAME
 from .config import SCOPES
@@ -73,7 +74,8 @@ class MemoryMagics(Magics):
     project = Unicode("", help="Project name ('' = from the git remote or the working directory).").tag(config=True)
     limit = Int(10, min=1, max=50, help="Default number of %recall hits.").tag(config=True)
     max_tokens = Int(None, allow_none=True, min=1, max=100_000,
-                     help="Default token budget of %recall (None = no budget).").tag(config=True)
+                     help="Default token budget of %recall (None = no budget: up to 100,000, the most a search takes; "
+                          "the agent tool's own default is 4,000).").tag(config=True)
     display = Enum(("auto", "widget", "html", "text"), "auto", help=(
         "How results show: auto = HTML + Markdown + text (static, survives export); widget = live ipywidgets where "
         "a kernel runs, else html; html = HTML + text; text = plain text only.")).tag(config=True)
@@ -125,7 +127,7 @@ class MemoryMagics(Magics):
             try:
                 self._engine = open_engine(MemoryEngine, self)
             except IpyMemoryError as exc:
-                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self.project)}") from None
+                raise UsageError(f"cannot open the memory store: {exc}\n{open_hint(exc, self)}") from None
             self._engine_key = key
         return self._engine
 
@@ -238,6 +240,7 @@ class MemoryMagics(Magics):
         return provenance(self.shell, self._cell, magic, source)
 
     # ------------------------------------------------------------------------------ magics
+    @cell_usage("%%remember [options] [TITLE]    (the note: the cell body)")     # argparse shows %remember only
     @no_var_expand
     @magic_arguments()
     @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
@@ -281,9 +284,9 @@ class MemoryMagics(Magics):
 
     @no_var_expand
     @magic_arguments("%store")     # the usage line reads %%store (IPython prefixes one %)
-    @argument("-s", "--scope", help="session, project (default: MemoryMagics.scope) or global")
+    @argument("-s", "--scope", help="session, project or global (default: MemoryMagics.scope; a re-run: its own)")
     @argument("-t", "--title", help="title (default: NAME, else the first heading or line)")
-    @argument("--ttl", type=float, help="seconds until it expires (default: the scope's)")
+    @argument("--ttl", type=float, help="seconds until it expires (default: the scope's, also on a re-run)")
     @argument("--force", action="store_true", help="store even if a near-duplicate exists")
     @argument("-v", "--expand", action="store_true", help="expand $var and {expr} in the body first")
     @argument("name", nargs="?", help="a name: re-running the cell in the same notebook replaces its memory")
@@ -295,10 +298,10 @@ class MemoryMagics(Magics):
             # Environment
             Use the conda env `ds`; data lives in s3://bucket/raw.
 
-        With NAME, re-running the cell replaces the memory this notebook stored under that name (in any
-        scope: -s moves it) instead of adding one; options go before NAME. Names are per notebook (as the
-        front end reports it: VS Code, Jupyter): the same NAME in another notebook stores a memory of its
-        own, and the line printed names the one left alone.
+        With NAME, re-running the cell replaces the memory this notebook stored under that name instead of adding
+        one: it lives on from now (the scope's TTL, or --ttl), in its own scope unless -s moves it. Options go
+        before NAME. Names are per notebook (as the front end reports it: VS Code, Jupyter): the same NAME in
+        another notebook stores a memory of its own, and the line printed names the one left alone.
         """
         args, typed = self._parse(self.store, line, "%%store")
         name = store_name(typed) or None      # %%store "my notes" names it my notes
@@ -307,11 +310,12 @@ class MemoryMagics(Magics):
         body = expand_vars(self.shell, cell) if args.expand else cell
         if not body.strip():
             raise UsageError("the cell is empty: put the Markdown to store below %%store [NAME]")
-        scope = _usage(write_scope, args.scope) or self.scope
+        scope = _usage(write_scope, args.scope)
         meta = self.provenance("store", f"%%store {line}\n{cell}")
         replace, kept = named_memory(self.engine, name, meta) if name else (None, None)
-        arguments = dict(content=body, scope=scope, title=args.title or name, ttl=args.ttl, force=args.force or None,
-                         replace=replace)
+        # a re-run re-asserts the note: it lives on from now (ttl=0: the scope's TTL), in its own scope unless -s
+        arguments = dict(content=body, scope=scope or (None if replace else self.scope), title=args.title or name,
+                         ttl=given(args.ttl, 0 if replace else None), force=args.force or None, replace=replace)
         result = self._call("memory_remember", arguments, "%%store [options] [NAME]", meta)
         return self._announce(result, "cell", "store", line, replaced=replace is not None, kept=kept)
 
@@ -341,7 +345,7 @@ class MemoryMagics(Magics):
             raise UsageError("what should I look for? %recall QUERY, e.g. %recall sales table")
         scope = _usage(scope_arg, args.scope) or _usage(scope_arg, f"{self.scope}+project+global")
         arguments = dict(query=query, scope=scope, project=args.project, limit=given(args.limit, self.limit),
-                         max_tokens=given(args.max_tokens, self.max_tokens), path=args.path)
+                         max_tokens=given(given(args.max_tokens, self.max_tokens), NO_BUDGET), path=args.path)
         result = self._call("memory_search", arguments, f"{typed} [options] QUERY")
         return RecallBlock(result.block) if args.block else result
 

@@ -409,3 +409,73 @@ def test_a_shown_result_stays_live_once_the_kernels_engine_reopened_on_its_store
 def test_a_quoted_store_name_may_hold_an_option_like_word(ip):
     r = ip.run_cell_magic("store", '"pros -v cons"', "a table of the pros and cons of the migration")
     assert current_engine().get(r.id).metadata["name"] == "pros -v cons"
+
+
+# ------------------------------------------------------------------------------ audit of the README: %%store re-runs, hints, help
+DAY = 86400.0
+
+
+def test_a_store_rerun_restarts_the_memorys_life(ip):
+    """Re-running `%%store NAME` on days 30, 60 and 85 left it expiring on day 90: gone on day 91, though the cell
+    ran 6 days before. A re-run re-asserts the note: its scope's TTL starts again from now, or --ttl's."""
+    mem, now = current_engine(), [1_800_000_000.0]
+    mem.clock = lambda: now[0]
+    first = ip.run_cell_magic("store", "setup-notes", "# Environment\nUse the conda env ds.\n")
+    now[0] += 85 * DAY
+    ip.run_cell_magic("store", "setup-notes", "# Environment\nUse the conda env ds (checked on day 85).\n")
+    assert mem.get(first.id).expires_at == pytest.approx(now[0] + mem.settings.ttl_for("project"))
+    now[0] += 6 * DAY
+    assert [m.id for m in mem.list_memories()] == [first.id]
+    ip.run_cell_magic("store", "--ttl 3600 setup-notes", "# Environment\nUse the conda env ds for an hour.\n")
+    assert mem.get(first.id).expires_at == pytest.approx(now[0] + 3600)
+    ip.run_cell_magic("store", "setup-notes", "# Environment\nUse the conda env ds for an hour.\n")   # the same text
+    assert mem.get(first.id).expires_at == pytest.approx(now[0] + mem.settings.ttl_for("project"))
+
+
+def test_a_store_rerun_keeps_the_memorys_scope_unless_told(ip):
+    """A re-run without -s moved the memory to MemoryMagics.scope (a global note became the project's)."""
+    mem = current_engine()
+    first = ip.run_cell_magic("store", "-s global moved-notes", "Use ruff format, line length 110, everywhere")
+    again = ip.run_cell_magic("store", "moved-notes", "Use ruff format, line length 120, everywhere")
+    assert again.id == first.id and mem.get(first.id).scope == "global" and mem.get(first.id).expires_at is None
+    ip.run_cell_magic("store", "-s project moved-notes", "Use ruff format, line length 120, in this project")
+    assert mem.get(first.id).scope == "project"
+    assert ip.run_cell_magic("store", "new-notes", "A new note goes to MemoryMagics.scope").space.startswith("project")
+
+
+def test_a_custom_embedder_store_is_said_to_need_python(ip, tmp_path):
+    """The hint for a store built with an Embedder object said `%config MemoryMagics.embedder = ''`, the value
+    already set: no preset opens such a store, so the hint says how it opens (in Python) instead."""
+    import numpy as np
+
+    from ipy_memory import Embedder
+
+    class Tiny(Embedder):
+        name, dim = "tiny-3", 3
+
+        def _embed(self, texts):
+            return np.array([[len(t), 1.0, 2.0] for t in texts], np.float32)
+
+    with MemoryEngine(tmp_path / "mem", project="test", embedder=Tiny()) as custom:
+        custom.remember("custom embedder memory about lynxes")
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("recall", "lynxes")
+    message = str(caught.value)
+    assert "MemoryEngine(path, embedder=...)" in message and "MemoryMagics.embedder = ''" not in message, message
+
+
+def test_remember_help_shows_the_cell_form_usage(ip, capsys):
+    """`%%remember?` showed only the line form's usage, `%remember [-s SCOPE] ...`."""
+    ip.run_cell("%%remember?")
+    usage = capsys.readouterr().out.split("Store a note")[0]
+    assert "%remember [-s SCOPE]" in usage and "%%remember [options] [TITLE]" in usage, usage
+
+
+def test_recall_without_a_budget_is_not_cut_to_the_agent_tools_default(ip):
+    """The search tool's default budget (4,000 tokens, for a model's context) must not reach %recall, whose
+    MemoryMagics.max_tokens None means no budget: 8 long matching notes gave 1 hit."""
+    mem = current_engine()
+    for i in range(8):
+        mem.remember(f"Quarterly review {i} of the churn model. " + f"segment {i} churn figures " * 400, force=True)
+    assert len(ip.run_line_magic("recall", "churn model quarterly review")) == 8
+    assert len(ip.run_line_magic("recall", "--max-tokens 4000 churn model quarterly review")) < 8
